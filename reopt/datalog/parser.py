@@ -1,0 +1,204 @@
+"""Parses the rule dialect (see docs/dialect.md) into the syntax tree of ``syntax.py`` with lark."""
+
+from __future__ import annotations
+
+import lark
+from lark import Lark, Transformer, v_args
+
+from .errors import Location, ParseError
+from .syntax import (
+    AcyclicDecl,
+    Aggregate,
+    Atom,
+    BinOp,
+    Comparison,
+    Const,
+    FunctionDecl,
+    Head,
+    Neg,
+    RelationDecl,
+    Rule,
+    Statement,
+    Var,
+    Wildcard,
+)
+
+GRAMMAR = r"""
+start: statement*
+
+?statement: input_decl | rel_decl | function_decl | acyclic_decl | rule
+
+input_decl: ".input" NAME "(" [names] ")" "."
+rel_decl: ".decl" NAME "(" [names] ")" "."
+function_decl: ".function" NAME "(" [names] ")" "->" "(" [names] ")" "."
+acyclic_decl: ".acyclic" names "."
+names: NAME ("," NAME)*
+
+rule: head [":-" body] "."
+head: NAME "(" [head_arg ("," head_arg)*] ")"
+?head_arg: aggregate | expr
+aggregate: NAME "<" expr ">"
+
+body: literal ("," literal)*
+?literal: atom | comparison
+atom: NAME "(" [arg ("," arg)*] ")"
+?arg: expr | WILDCARD
+comparison: expr COMPARE expr
+
+?expr: sum
+?sum: product | sum ADDOP product -> binop
+?product: unary | product MULOP unary -> binop
+?unary: "-" unary -> neg | primary
+?primary: NUMBER -> number
+        | STRING -> string
+        | "true" -> true
+        | "false" -> false
+        | NAME -> var
+        | "(" expr ")"
+
+WILDCARD: "_"
+COMPARE: "<=" | ">=" | "!=" | "<" | ">" | "="
+ADDOP: "+" | "-"
+MULOP: "*" | "/" | "%"
+NAME: /[A-Za-z_][A-Za-z0-9_]*/
+NUMBER: /\d+(\.\d+)?([eE][+-]?\d+)?/
+STRING: /"([^"\\]|\\.)*"/
+COMMENT: /%[^\n]*/ | /\/\/[^\n]*/
+
+%import common.WS
+%ignore WS
+%ignore COMMENT
+"""
+
+AGGREGATES = ("min", "max", "count", "sum")
+
+_PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+class _Builder(Transformer):
+    def __init__(self, source: str):
+        super().__init__()
+        self.source = source
+
+    def _loc(self, meta) -> Location:
+        return Location(self.source, getattr(meta, "line", 0), getattr(meta, "column", 0))
+
+    def _tloc(self, token) -> Location:
+        return Location(self.source, token.line, token.column)
+
+    def start(self, items):
+        return list(items)
+
+    def names(self, items):
+        return tuple(str(t) for t in items)
+
+    @v_args(meta=True)
+    def input_decl(self, meta, items):
+        name, cols = items
+        return RelationDecl(str(name), cols or (), True, self._loc(meta))
+
+    @v_args(meta=True)
+    def rel_decl(self, meta, items):
+        name, cols = items
+        return RelationDecl(str(name), cols or (), False, self._loc(meta))
+
+    @v_args(meta=True)
+    def function_decl(self, meta, items):
+        name, ins, outs = items
+        return FunctionDecl(str(name), ins or (), outs or (), self._loc(meta))
+
+    @v_args(meta=True)
+    def acyclic_decl(self, meta, items):
+        return AcyclicDecl(items[0], self._loc(meta))
+
+    @v_args(meta=True)
+    def rule(self, meta, items):
+        head, body = items
+        return Rule(head, tuple(body or ()), self._loc(meta))
+
+    @v_args(meta=True)
+    def head(self, meta, items):
+        name, *args = items
+        args = [a for a in args if a is not None]
+        return Head(str(name), tuple(args), self._tloc(name))
+
+    def aggregate(self, items):
+        name, expr = items
+        if str(name) not in AGGREGATES:
+            raise ParseError(
+                f"unknown aggregate '{name}<...>'; use one of {', '.join(AGGREGATES)}",
+                self._tloc(name),
+            )
+        return Aggregate(str(name), expr)
+
+    def body(self, items):
+        return list(items)
+
+    def atom(self, items):
+        name, *args = items
+        args = [a for a in args if a is not None]
+        converted = tuple(Wildcard() if isinstance(a, lark.Token) and a.type == "WILDCARD" else a for a in args)
+        return Atom(str(name), converted, self._tloc(name))
+
+    @v_args(meta=True)
+    def comparison(self, meta, items):
+        left, op, right = items
+        return Comparison(str(op), left, right, self._loc(meta))
+
+    def binop(self, items):
+        left, op, right = items
+        return BinOp(str(op), left, right)
+
+    def neg(self, items):
+        (operand,) = items
+        if isinstance(operand, Const) and isinstance(operand.value, (int, float)):
+            return Const(-operand.value)
+        return Neg(operand)
+
+    def number(self, items):
+        text = str(items[0])
+        return Const(float(text) if any(c in text for c in ".eE") else int(text))
+
+    def string(self, items):
+        raw = str(items[0])[1:-1]
+        return Const(bytes(raw, "utf-8").decode("unicode_escape"))
+
+    def true(self, _):
+        return Const(True)
+
+    def false(self, _):
+        return Const(False)
+
+    def var(self, items):
+        (token,) = items
+        if str(token) == "_":
+            return Wildcard()
+        return Var(str(token))
+
+
+def parse(text: str, source: str = "<string>") -> list[Statement]:
+    """Parse rule text into statements; syntax errors raise ``ParseError`` with file, line, column."""
+    try:
+        tree = _PARSER.parse(text)
+    except lark.exceptions.UnexpectedInput as exc:
+        location = Location(source, exc.line, exc.column)
+        raise ParseError(_describe(exc), location) from None
+    try:
+        return _Builder(source).transform(tree)
+    except lark.exceptions.VisitError as exc:
+        if isinstance(exc.orig_exc, ParseError):
+            raise exc.orig_exc from None
+        raise
+
+
+def _describe(exc: lark.exceptions.UnexpectedInput) -> str:
+    if isinstance(exc, lark.exceptions.UnexpectedCharacters):
+        return f"unexpected character {exc.char!r}"
+    if isinstance(exc, lark.exceptions.UnexpectedEOF):
+        return "unexpected end of input (a rule must end with '.')"
+    token = getattr(exc, "token", None)
+    if token is not None and token.type == "$END":
+        return "unexpected end of input (does the last rule end with '.'?)"
+    expected = sorted(getattr(exc, "expected", ()) or ())
+    shown = ", ".join(expected[:8])
+    return f"unexpected {token!r}" + (f"; expected one of: {shown}" if shown else "")

@@ -1,0 +1,289 @@
+"""A checked rule program: relations, functions, strata and the maintenance method of each stratum.
+
+A program is checked completely when it is built, so an engine never meets an unknown relation, an
+arity mismatch or an unbound variable at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+
+from .errors import Location, ProgramError
+from .parser import parse
+from .planner import Plan, plan_rule
+from .syntax import (
+    AcyclicDecl,
+    Aggregate,
+    Atom,
+    BinOp,
+    Comparison,
+    FunctionDecl,
+    Neg,
+    RelationDecl,
+    Rule,
+    Wildcard,
+)
+
+COUNTING = "counting"
+DRED = "dred"
+
+
+@dataclass
+class RelationInfo:
+    """What the program says of one relation."""
+
+    name: str
+    arity: int
+    is_input: bool
+    location: Location
+    columns: tuple[str, ...] = ()
+    aggregate: str | None = None  # min, max, count, sum for an aggregate relation
+    aggregate_position: int | None = None
+    has_rules: bool = False
+
+
+@dataclass
+class CompiledRule:
+    rule: Rule
+    delta_plans: list[Plan]  # one per relation atom of the body: the plan when that atom carries the delta
+    seed_plan: Plan | None  # for rules whose body has no relation atom: fired once, at the first run
+
+
+@dataclass
+class Stratum:
+    """A strongly connected component of the dependency graph, evaluated to fixpoint as one unit."""
+
+    relations: frozenset[str]
+    rules: list[CompiledRule]
+    recursive: bool
+    method: str  # COUNTING or DRED
+    inputs: frozenset[str] = field(default_factory=frozenset)  # relations read from lower strata
+
+
+class Program:
+    """A parsed and checked datalog program. Build it with ``Program.parse`` or ``Program.load``."""
+
+    def __init__(self, statements: list, source: str = "<string>"):
+        self.source = source
+        self.relations: dict[str, RelationInfo] = {}
+        self.functions: dict[str, FunctionDecl] = {}
+        self.rules: list[Rule] = []
+        acyclic: list[AcyclicDecl] = []
+        for statement in statements:
+            if isinstance(statement, RelationDecl):
+                self._declare(statement)
+            elif isinstance(statement, FunctionDecl):
+                self._declare_function(statement)
+            elif isinstance(statement, AcyclicDecl):
+                acyclic.append(statement)
+            else:
+                self.rules.append(statement)
+        for rule in self.rules:
+            self._register_head(rule)
+        for rule in self.rules:
+            self._check_body(rule)
+        self.strata = self._stratify(acyclic)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<string>") -> "Program":
+        return cls(parse(text, source), source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Program":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ProgramError(f"cannot read rule file {path}: {exc.strerror}") from None
+        return cls.parse(text, str(path))
+
+    @property
+    def inputs(self) -> list[str]:
+        return [name for name, info in self.relations.items() if info.is_input]
+
+    @property
+    def derived(self) -> list[str]:
+        return [name for name, info in self.relations.items() if not info.is_input]
+
+    # -- declarations ------------------------------------------------------------------------
+
+    def _declare(self, decl: RelationDecl) -> None:
+        if decl.name in self.relations or decl.name in self.functions:
+            raise ProgramError(f"'{decl.name}' is declared twice", decl.location)
+        self.relations[decl.name] = RelationInfo(
+            decl.name, len(decl.columns), decl.is_input, decl.location, decl.columns
+        )
+
+    def _declare_function(self, decl: FunctionDecl) -> None:
+        if decl.name in self.relations or decl.name in self.functions:
+            raise ProgramError(f"'{decl.name}' is declared twice", decl.location)
+        self.functions[decl.name] = decl
+
+    def _register_head(self, rule: Rule) -> None:
+        head = rule.head
+        if head.name in self.functions:
+            raise ProgramError(f"'{head.name}' is a function and cannot be a rule head", head.location)
+        aggregates = [a for a in head.args if isinstance(a, Aggregate)]
+        if len(aggregates) > 1:
+            raise ProgramError(f"a head may hold one aggregate, '{head.name}' holds {len(aggregates)}", head.location)
+        func = aggregates[0].func if aggregates else None
+        position = head.aggregate_position
+        info = self.relations.get(head.name)
+        if info is None:
+            info = RelationInfo(head.name, len(head.args), False, head.location, (), func, position, True)
+            self.relations[head.name] = info
+        elif info.is_input:
+            raise ProgramError(
+                f"'{head.name}' is declared .input, so rules cannot derive it; declare it with .decl instead",
+                head.location,
+            )
+        else:
+            self._check_arity(head.name, len(head.args), head.location)
+            if info.has_rules:
+                if (info.aggregate, info.aggregate_position) != (func, position):
+                    raise ProgramError(
+                        f"every rule for '{head.name}' must use the same aggregate at the same position",
+                        head.location,
+                    )
+            else:
+                info.aggregate, info.aggregate_position, info.has_rules = func, position, True
+        for arg in head.args:
+            expr = arg.expr if isinstance(arg, Aggregate) else arg
+            if _has_wildcard(expr):
+                raise ProgramError(f"'_' cannot appear in the head of '{head.name}'", head.location)
+
+    def _check_arity(self, name: str, arity: int, location: Location) -> None:
+        expected = self.relations[name].arity
+        if arity != expected:
+            raise ProgramError(f"'{name}' has arity {expected} but is used here with {arity} arguments", location)
+
+    def _check_body(self, rule: Rule) -> None:
+        for literal in rule.body:
+            if isinstance(literal, Comparison):
+                for side in (literal.left, literal.right):
+                    if _has_wildcard(side):
+                        raise ProgramError("'_' cannot appear in a comparison", literal.location)
+                continue
+            if literal.name in self.functions:
+                decl = self.functions[literal.name]
+                expected = len(decl.inputs) + len(decl.outputs)
+                if len(literal.args) != expected:
+                    raise ProgramError(
+                        f"function '{literal.name}' takes {len(decl.inputs)} inputs and {len(decl.outputs)} "
+                        f"outputs ({expected} arguments) but is called with {len(literal.args)}",
+                        literal.location,
+                    )
+                for arg in literal.args[: len(decl.inputs)]:
+                    if _has_wildcard(arg):
+                        raise ProgramError(f"an input of function '{literal.name}' cannot be '_'", literal.location)
+                for arg in literal.args[len(decl.inputs):]:
+                    if isinstance(arg, (BinOp, Neg)):
+                        raise ProgramError(
+                            f"an output of function '{literal.name}' must be a variable, a constant or '_'",
+                            literal.location,
+                        )
+                continue
+            if literal.name not in self.relations:
+                raise ProgramError(f"unknown relation or function '{literal.name}'", literal.location)
+            self._check_arity(literal.name, len(literal.args), literal.location)
+            for arg in literal.args:
+                if isinstance(arg, (BinOp, Neg)):
+                    raise ProgramError(
+                        f"argument '{arg}' of '{literal.name}' is an expression; bind it with 'v = {arg}' first",
+                        literal.location,
+                    )
+
+    # -- strata --------------------------------------------------------------------------------
+
+    def _stratify(self, acyclic: list[AcyclicDecl]) -> list[Stratum]:
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.derived)
+        for rule in self.rules:
+            for literal in rule.body:
+                if isinstance(literal, Atom) and literal.name in self.relations:
+                    graph.add_edge(literal.name, rule.head.name)
+        declared_acyclic: dict[str, Location] = {}
+        for decl in acyclic:
+            for name in decl.names:
+                if name not in self.relations or self.relations[name].is_input:
+                    raise ProgramError(f".acyclic names '{name}', which no rule derives", decl.location)
+                declared_acyclic[name] = decl.location
+        condensed = nx.condensation(graph)
+        strata = []
+        for component in nx.topological_sort(condensed):
+            members = frozenset(condensed.nodes[component]["members"])
+            if all(self.relations[m].is_input for m in members):
+                continue
+            rules = [r for r in self.rules if r.head.name in members]
+            recursive = len(members) > 1 or any(graph.has_edge(m, m) for m in members)
+            method = self._method(members, rules, recursive, declared_acyclic)
+            compiled = [self._compile(rule) for rule in rules]
+            body = {lit.name for r in rules for lit in r.body if isinstance(lit, Atom) and lit.name in self.relations}
+            strata.append(Stratum(members, compiled, recursive, method, frozenset(body - members)))
+        return strata
+
+    def _method(self, members, rules, recursive, declared_acyclic) -> str:
+        if not recursive:
+            return COUNTING
+        for name in sorted(members):
+            info = self.relations[name]
+            if info.aggregate in ("count", "sum"):
+                raise ProgramError(
+                    f"'{name}' uses {info.aggregate}<...> inside recursion ({', '.join(sorted(members))}); "
+                    "count and sum are only allowed where the relation does not depend on itself",
+                    info.location,
+                )
+        marked = members & declared_acyclic.keys()
+        if marked and marked != members:
+            missing = ", ".join(sorted(members - marked))
+            raise ProgramError(
+                f"the recursive relations {', '.join(sorted(members))} are evaluated together; "
+                f".acyclic must name all of them (missing: {missing})",
+                declared_acyclic[sorted(marked)[0]],
+            )
+        if marked:
+            return COUNTING
+        aggregated = {m for m in members if self.relations[m].aggregate}
+        for rule in rules:
+            if rule.head.name in aggregated:
+                continue
+            for literal in rule.body:
+                if isinstance(literal, Atom) and literal.name in aggregated:
+                    raise ProgramError(
+                        f"'{rule.head.name}' depends on the aggregate '{literal.name}' inside a possibly cyclic "
+                        "recursion, which the engine cannot maintain; if no derivation can depend on itself, "
+                        f"declare '.acyclic {', '.join(sorted(members))}.'",
+                        literal.location,
+                    )
+        return DRED
+
+    def _compile(self, rule: Rule) -> CompiledRule:
+        atoms = [i for i, lit in enumerate(rule.body) if isinstance(lit, Atom) and lit.name in self.relations]
+        info = self.relations[rule.head.name]
+        plans = [plan_rule(rule, i, self.functions, info.aggregate_position) for i in atoms]
+        seed = None if atoms else plan_rule(rule, None, self.functions, info.aggregate_position)
+        return CompiledRule(rule, plans, seed)
+
+    def index_patterns(self) -> dict[str, set[tuple[int, ...]]]:
+        """The (relation, bound positions) lookups the plans make, so relations can index them."""
+        patterns: dict[str, set[tuple[int, ...]]] = {name: set() for name in self.relations}
+        for stratum in self.strata:
+            for compiled in stratum.rules:
+                for plan in compiled.delta_plans + ([compiled.seed_plan] if compiled.seed_plan else []):
+                    for relation, positions in plan.lookups:
+                        patterns[relation].add(positions)
+        return patterns
+
+
+def _has_wildcard(term) -> bool:
+    if isinstance(term, Wildcard):
+        return True
+    if isinstance(term, BinOp):
+        return _has_wildcard(term.left) or _has_wildcard(term.right)
+    if isinstance(term, Neg):
+        return _has_wildcard(term.operand)
+    return False
+

@@ -1,0 +1,166 @@
+"""The abstract syntax of rule programs, as produced by the parser and checked by ``Program``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .errors import Location
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Any
+
+    def __str__(self) -> str:
+        if isinstance(self.value, bool):
+            return "true" if self.value else "false"
+        if isinstance(self.value, str):
+            return '"' + self.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(self.value)
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    def __str__(self) -> str:
+        return "_"
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str
+    left: "Expr"
+    right: "Expr"
+
+    def __str__(self) -> str:
+        return f"({self.left} {self.op} {self.right})"
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: "Expr"
+
+    def __str__(self) -> str:
+        return f"-{self.operand}"
+
+
+Expr = Union[Var, Const, BinOp, Neg]
+Term = Union[Var, Const, Wildcard, BinOp, Neg]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    func: str  # min, max, count, sum
+    expr: Expr
+
+    def __str__(self) -> str:
+        return f"{self.func}<{self.expr}>"
+
+
+@dataclass(frozen=True)
+class Atom:
+    """``name(args)`` in a body: a relation or a function predicate, told apart by the program."""
+
+    name: str
+    args: tuple[Term, ...]
+    location: Location
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``left op right``; ``x = expr`` with ``x`` unbound assigns."""
+
+    op: str
+    left: Expr
+    right: Expr
+    location: Location
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+Literal = Union[Atom, Comparison]
+
+
+@dataclass(frozen=True)
+class Head:
+    name: str
+    args: tuple[Union[Expr, Aggregate], ...]
+    location: Location
+
+    @property
+    def aggregate_position(self) -> int | None:
+        for i, arg in enumerate(self.args):
+            if isinstance(arg, Aggregate):
+                return i
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Rule:
+    head: Head
+    body: tuple[Literal, ...]
+    location: Location
+
+    def __str__(self) -> str:
+        if not self.body:
+            return f"{self.head}."
+        return f"{self.head} :- {', '.join(map(str, self.body))}."
+
+
+@dataclass(frozen=True)
+class RelationDecl:
+    """``.input name(cols)`` (an input relation) or ``.decl name(cols)`` (a derived one)."""
+
+    name: str
+    columns: tuple[str, ...]
+    is_input: bool
+    location: Location
+
+
+@dataclass(frozen=True)
+class FunctionDecl:
+    """``.function name(inputs) -> (outputs)``: a Python callable bound when the engine is built."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True)
+class AcyclicDecl:
+    """``.acyclic a, b``: derivations of these recursive relations never depend on themselves."""
+
+    names: tuple[str, ...]
+    location: Location
+
+
+Statement = Union[Rule, RelationDecl, FunctionDecl, AcyclicDecl]
+
+
+def variables(term: Any) -> set[str]:
+    """The variable names a term, expression or aggregate mentions."""
+    if isinstance(term, Var):
+        return {term.name}
+    if isinstance(term, BinOp):
+        return variables(term.left) | variables(term.right)
+    if isinstance(term, Neg):
+        return variables(term.operand)
+    if isinstance(term, Aggregate):
+        return variables(term.expr)
+    return set()
