@@ -1,0 +1,175 @@
+"""What the engine computes and reports, one behaviour per test."""
+
+from reopt.datalog import Engine, Program
+
+from .conftest import EXAMPLES
+
+
+def engine_for(text: str, functions=None) -> Engine:
+    return Engine(Program.parse(text, "t.dl"), functions)
+
+
+def test_facts_and_bodyless_rules_fire_once_at_the_first_run():
+    engine = engine_for(".input e(x).\norigin(0).\nboth(x) :- origin(x).\n")
+    engine.run()
+    assert engine.rows("both") == {(0,)}
+    engine.insert("e", [(1,)])
+    engine.run()
+    assert engine.counts("origin") == {(0,): 1}
+
+
+def test_input_relations_are_counted_multisets():
+    engine = engine_for(".input e(x).\np(x) :- e(x).")
+    engine.insert("e", [(1,), (1,)])
+    engine.run()
+    engine.delete("e", [(1,)])
+    assert engine.run() == {}
+    assert engine.rows("p") == {(1,)}
+    engine.delete("e", [(1,)])
+    assert engine.run()["p"].deleted == {(1,)}
+
+
+def test_min_aggregate_change_is_reported_as_an_update():
+    engine = engine_for(".input e(g, v).\nm(g, min<v>) :- e(g, v).")
+    engine.insert("e", [("a", 3), ("a", 5)])
+    engine.run()
+    engine.delete("e", [("a", 3)])
+    delta = engine.run()["m"]
+    assert delta.updated == [(("a", 3), ("a", 5))]
+    assert not delta.inserted and not delta.deleted
+
+
+def test_min_aggregate_keeps_every_candidate_with_its_count():
+    engine = engine_for(".input e(g, k, v).\nm(g, min<v>) :- e(g, k, v).")
+    engine.insert("e", [("a", 1, 3), ("a", 2, 3), ("a", 3, 7)])
+    engine.run()
+    assert engine.candidates("m", ("a",)) == {3: 2, 7: 1}
+
+
+def test_max_aggregate_falls_back_to_the_next_best():
+    engine = engine_for(".input e(g, v).\nm(g, max<v>) :- e(g, v).")
+    engine.insert("e", [("a", 3), ("a", 5), ("a", 4)])
+    engine.run()
+    engine.delete("e", [("a", 5)])
+    engine.run()
+    assert engine.rows("m") == {("a", 4)}
+
+
+def test_count_counts_body_matches_and_sum_adds_once_per_match():
+    engine = engine_for(".input e(x, y, w).\nn(x, count<y>) :- e(x, y, _).\ns(x, sum<w>) :- e(x, _, w).")
+    engine.insert("e", [(1, "a", 2), (1, "b", 2), (2, "a", 5)])
+    engine.run()
+    assert engine.rows("n") == {(1, 2), (2, 1)}
+    assert engine.rows("s") == {(1, 4), (2, 5)}
+    engine.delete("e", [(1, "a", 2)])
+    engine.run()
+    assert engine.rows("n") == {(1, 1), (2, 1)}
+    assert engine.rows("s") == {(1, 2), (2, 5)}
+
+
+def test_aggregate_group_disappears_with_its_last_candidate():
+    engine = engine_for(".input e(g, v).\nm(g, min<v>) :- e(g, v).")
+    engine.insert("e", [("a", 1)])
+    engine.run()
+    engine.delete("e", [("a", 1)])
+    assert engine.run()["m"].deleted == {("a", 1)}
+    assert engine.rows("m") == set()
+
+
+def test_function_predicates_receive_bound_inputs_and_yield_rows():
+    calls = []
+
+    def divisors(n):
+        calls.append(n)
+        return [(d,) for d in range(1, n + 1) if n % d == 0]
+
+    engine = engine_for(".input num(n).\n.function divisors(n) -> (d).\ndiv(n, d) :- num(n), divisors(n, d).",
+                        {"divisors": divisors})
+    engine.insert("num", [(6,)])
+    engine.run()
+    assert engine.rows("div") == {(6, 1), (6, 2), (6, 3), (6, 6)}
+    engine.delete("num", [(6,)])
+    engine.run()
+    assert engine.rows("div") == set()
+    assert calls == [6, 6]
+
+
+def test_function_with_no_outputs_may_return_a_bool():
+    engine = engine_for(".input num(n).\n.function even(n) -> ().\nev(n) :- num(n), even(n).",
+                        {"even": lambda n: n % 2 == 0})
+    engine.insert("num", [(1,), (2,), (4,)])
+    engine.run()
+    assert engine.rows("ev") == {(2,), (4,)}
+
+
+def test_arithmetic_and_comparisons_in_rules():
+    engine = engine_for(".input e(x, y).\nr(x, s) :- e(x, y), s = x * 10 + y, s != 12, y >= 1.")
+    engine.insert("e", [(1, 2), (1, 3), (2, 0)])
+    engine.run()
+    assert engine.rows("r") == {(1, 13)}
+
+
+def test_repeated_variable_in_an_atom_means_equality():
+    engine = engine_for(".input e(x, y).\nloop(x) :- e(x, x).")
+    engine.insert("e", [(1, 1), (1, 2)])
+    engine.run()
+    assert engine.rows("loop") == {(1,)}
+
+
+def test_self_join_counts_each_derivation_once():
+    engine = engine_for(".input e(x, y).\ntwo(x, z) :- e(x, y), e(y, z).")
+    engine.insert("e", [(1, 1)])
+    engine.run()
+    assert engine.counts("two") == {(1, 1): 1}
+    engine.delete("e", [(1, 1)])
+    engine.run()
+    assert engine.rows("two") == set()
+
+
+def test_acyclic_recursion_through_min_is_maintained_by_counting():
+    program = Program.parse(
+        ".input e(x, y, w).\n.input src(s).\n.acyclic d.\n"
+        "d(s, min<c>) :- src(s), c = 0.\n"
+        "d(y, min<c>) :- d(x, dx), e(x, y, w), c = 100 - dx - w.\n", "dag.dl")
+    assert program.strata[0].method == "counting"
+    engine = Engine(program)
+    engine.insert("src", [(0,)])
+    engine.insert("e", [(0, 1, 5), (1, 2, 1), (0, 2, 50)])
+    engine.run()
+    assert engine.rows("d") == {(0, 0), (1, 95), (2, 4)}
+    engine.update("e", (0, 1, 5), (0, 1, 99))
+    engine.run()
+    assert engine.rows("d") == {(0, 0), (1, 1), (2, 50)}
+
+
+def test_stats_count_work_for_the_last_run_and_in_total():
+    engine = Engine(Program.load(EXAMPLES / "transitive_closure.dl"))
+    engine.insert("edge", [(1, 2), (2, 3)])
+    engine.run()
+    assert engine.stats.last["path"].inserted == 3
+    assert engine.stats.last["path"].fired == 3
+    engine.delete("edge", [(2, 3)])
+    engine.run()
+    assert engine.stats.last["path"].deleted == 2
+    assert engine.stats.last["path"].inserted == 0
+    assert engine.stats.total["path"].inserted == 3
+    assert engine.stats.total["path"].deleted == 2
+
+
+def test_update_reports_weight_change_in_shortest_paths():
+    engine = Engine(Program.load(EXAMPLES / "shortest_paths.dl"))
+    engine.insert("source", [(1,)])
+    engine.insert("edge", [(1, 2, 3.0), (2, 3, 1.0)])
+    engine.run()
+    engine.update("edge", old=(1, 2, 3.0), new=(1, 2, 5.0))
+    delta = engine.run()["dist"]
+    assert sorted(delta.updated) == [((2, 3.0), (2, 5.0)), ((3, 4.0), (3, 6.0))]
+    assert engine.rows("dist") == {(1, 0), (2, 5.0), (3, 6.0)}
+
+
+def test_values_may_be_tuples_and_frozensets():
+    engine = engine_for(".input e(x).\n.function parts(x) -> (p).\np(x, q) :- e(x), parts(x, q).",
+                        {"parts": lambda s: [(frozenset([v]),) for v in s]})
+    engine.insert("e", [(frozenset({1, 2}),)])
+    engine.run()
+    assert engine.rows("p") == {(frozenset({1, 2}), frozenset({1})), (frozenset({1, 2}), frozenset({2}))}

@@ -1,0 +1,105 @@
+"""Loading a program: every syntax and semantic error is typed and names file, line and column."""
+
+import pytest
+
+from reopt.datalog import Engine, ParseError, Program, ProgramError
+
+
+def load_error(text: str, kind=ProgramError) -> ProgramError:
+    with pytest.raises(kind) as info:
+        Program.parse(text, "rules.dl")
+    return info.value
+
+
+def test_missing_final_dot_is_a_parse_error_at_end_of_input():
+    error = load_error(".input e(x).\np(x) :- e(x)", ParseError)
+    assert error.location.file == "rules.dl"
+    assert error.location.line == 2
+    assert "end of input" in str(error)
+
+
+def test_unexpected_character_names_line_and_column():
+    error = load_error(".input e(x).\np(x) :- e(x), x ^ 2.", ParseError)
+    assert (error.location.line, error.location.column) == (2, 17)
+    assert "'^'" in str(error)
+
+
+def test_unknown_aggregate_is_rejected():
+    error = load_error(".input e(x).\np(avg<x>) :- e(x).", ParseError)
+    assert "avg" in str(error) and error.location.line == 2
+
+
+def test_unknown_relation_in_body():
+    error = load_error(".input e(x).\np(x) :- e(x), f(x).")
+    assert "unknown relation or function 'f'" in str(error)
+    assert (error.location.line, error.location.column) == (2, 15)
+
+
+def test_arity_mismatch_names_both_arities():
+    error = load_error(".input e(x, y).\np(x) :- e(x).")
+    assert "'e' has arity 2" in str(error) and "with 1 arguments" in str(error)
+
+
+def test_head_variable_not_bound_by_body():
+    error = load_error(".input e(x).\np(x, y) :- e(x).")
+    assert "head variable 'y'" in str(error)
+    assert error.location.line == 2
+
+
+def test_variable_used_in_comparison_before_any_binding():
+    error = load_error(".input e(x).\np(x) :- e(x), z > 1.")
+    assert "variable 'z'" in str(error)
+
+
+def test_input_relation_cannot_be_derived():
+    error = load_error(".input e(x).\ne(x) :- e(x).")
+    assert ".input" in str(error)
+
+
+def test_expression_inside_relation_atom_is_rejected_with_a_fix():
+    error = load_error(".input e(x).\np(x) :- e(x + 1).")
+    assert "bind it with" in str(error)
+
+
+def test_function_called_with_wrong_number_of_arguments():
+    error = load_error(".input e(x).\n.function f(a) -> (b).\np(y) :- e(x), f(x, y, z).")
+    assert "function 'f' takes 1 inputs and 1 outputs" in str(error)
+
+
+def test_count_inside_recursion_is_rejected():
+    error = load_error(".input e(x, y).\nc(x, count<y>) :- e(x, y).\nc(x, count<y>) :- c(x, y).")
+    assert "count" in str(error) and "recursion" in str(error)
+
+
+def test_plain_relation_over_aggregate_in_cyclic_recursion_needs_acyclic():
+    text = """.input e(x, y, w).
+d(x, min<w>) :- e(x, _, w).
+d(y, min<v>) :- r(x, v), e(x, y, _).
+r(x, v) :- d(x, v).
+"""
+    error = load_error(text)
+    assert ".acyclic" in str(error)
+    Program.parse(text + ".acyclic d, r.\n")
+
+
+def test_acyclic_must_name_the_whole_recursive_component():
+    error = load_error(".input e(x).\na(x) :- e(x).\na(x) :- b(x).\nb(x) :- a(x).\n.acyclic a.")
+    assert "missing: b" in str(error)
+
+
+def test_same_relation_with_different_aggregates_is_rejected():
+    error = load_error(".input e(x, y).\nm(x, min<y>) :- e(x, y).\nm(x, max<y>) :- e(x, y).")
+    assert "same aggregate" in str(error)
+
+
+def test_unreadable_file_is_a_program_error(tmp_path):
+    with pytest.raises(ProgramError, match="cannot read rule file"):
+        Program.load(tmp_path / "missing.dl")
+
+
+def test_engine_requires_every_declared_function():
+    program = Program.parse(".input e(x).\n.function f(a) -> (b).\np(y) :- e(x), f(x, y).", "fn.dl")
+    with pytest.raises(ProgramError, match="'f' is declared but no callable"):
+        Engine(program)
+    with pytest.raises(ProgramError, match="not declared with .function: g"):
+        Engine(program, {"f": lambda a: [(a,)], "g": print})
