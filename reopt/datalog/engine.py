@@ -157,6 +157,10 @@ class Engine:
         """The relation's visible rows."""
         return set(self._relation(relation).rows)
 
+    def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set[Row]:
+        """Visible rows whose values at ``positions`` equal ``key`` (an index is kept from then on)."""
+        return set(self._relation(relation).ensure_index(tuple(positions)).get(tuple(key), ()))
+
     def counts(self, relation: str) -> dict[Row, int]:
         """Insertion counts of an input relation, or derivation counts of a derived one."""
         self._relation(relation)

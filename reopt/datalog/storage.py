@@ -38,6 +38,16 @@ class Relation:
     def index(self, positions: tuple[int, ...]) -> dict[tuple, set[Row]]:
         return self._indexes[positions][1]
 
+    def ensure_index(self, positions: tuple[int, ...]) -> dict[tuple, set[Row]]:
+        """The index on ``positions``, built from the current rows if no plan asked for it."""
+        if positions not in self._indexes:
+            key_of = _key_function(positions)
+            index: dict[tuple, set[Row]] = {}
+            for row in self.rows:
+                index.setdefault(key_of(row), set()).add(row)
+            self._indexes[positions] = (key_of, index)
+        return self._indexes[positions][1]
+
     def has(self, row: Row) -> bool:
         return row in self.rows
 

@@ -1,0 +1,17 @@
+"""reopt.optimizer: the query model, statistics, plan space and cost model, and the declarative
+optimizer that runs rules/optimizer.dl on the incremental engine."""
+
+from .catalog import Catalog, ColumnStats, TableStats
+from .cost import CostModel, CostWeights
+from .deltas import DeltaStats
+from .errors import OptimizerError, QueryError, StatisticsError, UnsupportedSQLError
+from .optimizer import Optimizer, OptimizerConfig
+from .plan import Plan, PlanNode
+from .query import Query, QueryBuilder
+from .sql import parse_sql
+
+__all__ = [
+    "Catalog", "ColumnStats", "TableStats", "CostModel", "CostWeights", "DeltaStats", "Optimizer",
+    "OptimizerConfig", "Plan", "PlanNode", "Query", "QueryBuilder", "parse_sql", "OptimizerError",
+    "QueryError", "StatisticsError", "UnsupportedSQLError",
+]

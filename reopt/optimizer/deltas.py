@@ -1,0 +1,125 @@
+"""``DeltaStats``: what runtime feedback can say, as a batch of changes to a catalog.
+
+* ``DeltaStats.table(name, rows=..., bytes=..., width=...)``: a table's size changed;
+* ``DeltaStats.selectivity(predicate, s)``: a predicate of the query (join or filter, written as SQL)
+  has selectivity ``s``;
+* ``DeltaStats.cardinality(relations, rows)``: the join of these relations of the query, filters
+  included, produced ``rows`` (estimates of every expression containing it are corrected too);
+* ``DeltaStats.cost_factor(operator, f)``: an operator's local cost is ``f`` times the model's.
+
+Deltas combine with ``+`` or ``DeltaStats.batch``. ``apply`` validates the whole batch before
+changing anything and returns a new catalog; the one given is never modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .catalog import Catalog, check_count, check_selectivity
+from .errors import QueryError, StatisticsError
+from .plan_space import OPERATORS
+from .query import Query
+
+
+@dataclass(frozen=True)
+class _Change:
+    kind: str  # table, selectivity, cardinality, cost_factor
+    target: object
+    values: tuple
+
+
+class DeltaStats:
+    def __init__(self, changes: Iterable[_Change] = ()):
+        self.changes: tuple[_Change, ...] = tuple(changes)
+
+    @classmethod
+    def table(cls, name: str, rows: float | None = None, bytes: float | None = None,
+              width: float | None = None) -> "DeltaStats":
+        if rows is None and bytes is None and width is None:
+            raise StatisticsError(f"DeltaStats.table('{name}') needs rows, bytes or width")
+        return cls([_Change("table", name.lower(), (rows, bytes, width))])
+
+    @classmethod
+    def selectivity(cls, predicate: str, selectivity: float) -> "DeltaStats":
+        return cls([_Change("selectivity", predicate, (selectivity,))])
+
+    @classmethod
+    def cardinality(cls, relations: Iterable[str], rows: float) -> "DeltaStats":
+        if isinstance(relations, str):
+            relations = [relations]
+        return cls([_Change("cardinality", frozenset(r.lower() for r in relations), (rows,))])
+
+    @classmethod
+    def cost_factor(cls, operator: str, factor: float) -> "DeltaStats":
+        return cls([_Change("cost_factor", operator, (factor,))])
+
+    @classmethod
+    def batch(cls, deltas: Iterable["DeltaStats"]) -> "DeltaStats":
+        return cls(change for delta in deltas for change in delta.changes)
+
+    def __add__(self, other: "DeltaStats") -> "DeltaStats":
+        return DeltaStats(self.changes + other.changes)
+
+    def __len__(self) -> int:
+        return len(self.changes)
+
+    def __repr__(self) -> str:
+        return f"DeltaStats({list(self.changes)!r})"
+
+    def tables_touched(self, query: Query) -> int:
+        """A mask of the relations whose estimates may change (for cost factors: none)."""
+        mask = 0
+        for change in self.changes:
+            if change.kind == "table":
+                mask |= query.mask(a for a, t in query.relations if t == change.target)
+            elif change.kind == "cardinality":
+                mask |= query.mask(change.target)
+            elif change.kind == "selectivity":
+                canonical = query.resolve_predicate(change.target)
+                predicate = query.predicate_texts()[canonical]
+                aliases = [predicate.alias] if hasattr(predicate, "alias") else [
+                    predicate.left.alias, predicate.right.alias]
+                mask |= query.mask(aliases)
+        return mask
+
+    def apply(self, catalog: Catalog, query: Query) -> Catalog:
+        """A new catalog with every change applied; any invalid change raises before anything changes."""
+        result = catalog.copy()
+        for change in self.changes:
+            if change.kind == "table":
+                stats = result.table(change.target)
+                rows, size, width = change.values
+                if rows is not None:
+                    stats.rows = check_count(rows, f"rows of table '{change.target}'")
+                if width is not None:
+                    stats.width = check_count(width, f"width of table '{change.target}'", allow_zero=False)
+                if size is not None:
+                    size = check_count(size, f"bytes of table '{change.target}'")
+                    if stats.rows:
+                        stats.width = max(size / stats.rows, 1e-9)
+            elif change.kind == "selectivity":
+                value = check_selectivity(change.values[0], f"selectivity of {change.target!r}")
+                try:
+                    canonical = query.resolve_predicate(change.target)
+                except QueryError as exc:
+                    raise StatisticsError(str(exc)) from None
+                result.selectivities[canonical] = value
+            elif change.kind == "cardinality":
+                names = change.target
+                unknown = sorted(names - set(query.aliases))
+                if unknown or not names:
+                    raise StatisticsError(
+                        f"{', '.join(unknown) or 'an empty set'} is not a relation of the query "
+                        f"({', '.join(query.aliases)})")
+                if not query.is_connected(query.mask(names)):
+                    raise StatisticsError(
+                        f"{{{', '.join(sorted(names))}}} is not a connected expression of the query, "
+                        "so no plan computes it")
+                result.observed[names] = check_count(change.values[0], f"observed rows of {{{', '.join(sorted(names))}}}")
+            elif change.kind == "cost_factor":
+                if change.target not in OPERATORS:
+                    raise StatisticsError(f"unknown operator {change.target!r}; operators: {', '.join(OPERATORS)}")
+                result.cost_factors[change.target] = check_count(
+                    change.values[0], f"cost factor of {change.target!r}", allow_zero=False)
+        return result

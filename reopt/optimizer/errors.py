@@ -1,0 +1,20 @@
+"""Typed errors of the optimizer layer; each says what was wrong and with which value."""
+
+from __future__ import annotations
+
+
+class OptimizerError(Exception):
+    """Base class of the optimizer's deliberate errors."""
+
+
+class StatisticsError(OptimizerError, ValueError):
+    """Statistics are invalid (negative, NaN or infinite counts, a selectivity outside (0, 1]) or
+    name a table, column, predicate or expression the catalog or query does not have."""
+
+
+class QueryError(OptimizerError):
+    """A query is malformed for the optimizer: an unknown table or column, a disconnected join graph."""
+
+
+class UnsupportedSQLError(QueryError):
+    """The SQL uses a construct the optimizer does not support; the message names it."""

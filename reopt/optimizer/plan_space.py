@@ -1,0 +1,97 @@
+"""The physical plan space: Spark's join strategies and its distribution/ordering properties.
+
+A property is a string: ``any``; ``hash[K]`` (hash-partitioned on the key classes K, as after a
+shuffle exchange); ``sorted[K]`` (hash-partitioned and sorted on K within partitions, as a sort-merge
+join needs and delivers). Enforcers add what a requirement lacks: ``exchange`` turns ``any`` into
+``hash[K]``, ``sort`` turns ``hash[K]`` into ``sorted[K]``.
+
+``split(e, p)`` lists the alternatives (AND nodes) that produce expression ``e`` with property ``p``
+as rows ``(kind, operator, left, left_prop, right, right_prop)``:
+
+* a leaf with ``any``: a scan;
+* ``hash[K]`` or ``sorted[K]``: the enforcer over the same expression with the weaker property;
+* a join expression, for every split into two connected halves (l, r) (no cross products):
+  ``broadcast_hash_join`` (r is broadcast and built; l streams, so l's property passes through),
+  ``shuffled_hash_join`` (both sides hash-partitioned on the join keys; r is built), both orders;
+  ``sort_merge_join`` (both sides sorted on the join keys; symmetric, so one order).
+The order of the rows is deterministic, and every row is a canonical, comparable tuple.
+"""
+
+from __future__ import annotations
+
+from .query import Query
+
+ANY = "any"
+SCAN = "scan"
+EXCHANGE = "exchange"
+SORT = "sort"
+BROADCAST_HASH_JOIN = "broadcast_hash_join"
+SHUFFLED_HASH_JOIN = "shuffled_hash_join"
+SORT_MERGE_JOIN = "sort_merge_join"
+OPERATORS = (SCAN, EXCHANGE, SORT, BROADCAST_HASH_JOIN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN)
+JOINS = (BROADCAST_HASH_JOIN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN)
+
+NO_EXPR = 0
+NO_PROP = ""
+
+
+def hashed(keys: str) -> str:
+    return f"hash[{keys}]"
+
+
+def sorted_on(keys: str) -> str:
+    return f"sorted[{keys}]"
+
+
+def keys_of(prop: str) -> str:
+    return prop[prop.index("[") + 1:-1]
+
+
+class PlanSpace:
+    """Enumerates alternatives for one query; memoizes splits, as the reference paper does."""
+
+    def __init__(self, query: Query):
+        self.query = query
+        self._memo: dict[tuple[int, str], list[tuple]] = {}
+        self._halves: dict[int, list[tuple[int, int, str]]] = {}
+
+    def split(self, expr: int, prop: str) -> list[tuple]:
+        key = (expr, prop)
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = self._alternatives(expr, prop)
+        return memo
+
+    def halves(self, expr: int) -> list[tuple[int, int, str]]:
+        """Ordered pairs (l, r) of connected halves of ``expr`` with their join keys."""
+        known = self._halves.get(expr)
+        if known is not None:
+            return known
+        query, pairs = self.query, []
+        sub = (expr - 1) & expr
+        while sub:
+            rest = expr ^ sub
+            if query.is_connected(sub) and query.is_connected(rest):
+                pairs.append((sub, rest, query.join_keys(sub, rest)))
+            sub = (sub - 1) & expr
+        pairs.sort()
+        self._halves[expr] = pairs
+        return pairs
+
+    def _alternatives(self, expr: int, prop: str) -> list[tuple]:
+        out: list[tuple] = []
+        if prop.startswith("hash["):
+            out.append(("unary", EXCHANGE, expr, ANY, NO_EXPR, NO_PROP))
+        elif prop.startswith("sorted["):
+            out.append(("unary", SORT, expr, hashed(keys_of(prop)), NO_EXPR, NO_PROP))
+        if self.query.is_leaf(expr):
+            if prop == ANY:
+                out.append(("scan", SCAN, NO_EXPR, NO_PROP, NO_EXPR, NO_PROP))
+            return out
+        for left, right, keys in self.halves(expr):
+            out.append(("join", BROADCAST_HASH_JOIN, left, prop, right, ANY))
+            if prop in (ANY, hashed(keys)):
+                out.append(("join", SHUFFLED_HASH_JOIN, left, hashed(keys), right, hashed(keys)))
+            if left < right and prop in (ANY, hashed(keys), sorted_on(keys)):
+                out.append(("join", SORT_MERGE_JOIN, left, sorted_on(keys), right, sorted_on(keys)))
+        return out

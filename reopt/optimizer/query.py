@@ -1,0 +1,271 @@
+"""The query model: relations, equi-join predicates, local filters, and the part above the joins.
+
+An *expression* (a set of the query's relations) is an int bitmask: bit ``i`` is relation ``i``. That
+makes expressions cheap, hashable datalog values, and subset tests single instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import sqlglot
+from sqlglot import exp
+
+from .errors import QueryError
+
+
+@dataclass(frozen=True, order=True)
+class ColumnRef:
+    alias: str
+    column: str
+
+    def __str__(self) -> str:
+        return f"{self.alias}.{self.column}"
+
+
+@dataclass(frozen=True)
+class JoinPredicate:
+    left: ColumnRef
+    right: ColumnRef
+
+    @property
+    def text(self) -> str:
+        a, b = sorted((self.left, self.right))
+        return f"{a} = {b}"
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A local predicate on one relation, kept as a sqlglot expression with qualified columns."""
+
+    alias: str
+    expression: exp.Expression
+
+    @property
+    def text(self) -> str:
+        return self.expression.sql()
+
+
+class Query:
+    """A select-project-join query whose join graph is connected."""
+
+    def __init__(
+        self,
+        relations: list[tuple[str, str]],
+        joins: list[JoinPredicate],
+        filters: list[Filter] = (),
+        select: exp.Select | None = None,
+    ):
+        if not relations:
+            raise QueryError("a query needs at least one relation")
+        self.relations = [(alias.lower(), table.lower()) for alias, table in relations]
+        self.aliases = [alias for alias, _ in self.relations]
+        if len(set(self.aliases)) != len(self.aliases):
+            raise QueryError(f"relation names must be unique: {', '.join(self.aliases)}")
+        self._bit = {alias: 1 << i for i, alias in enumerate(self.aliases)}
+        self.joins = list(joins)
+        self.filters = list(filters)
+        self.select = select
+        for predicate in self.joins:
+            for ref in (predicate.left, predicate.right):
+                self.bit(ref.alias)
+            if predicate.left.alias == predicate.right.alias:
+                raise QueryError(f"join predicate {predicate.text} compares one relation with itself; make it a filter")
+        for f in self.filters:
+            self.bit(f.alias)
+        self.full = (1 << len(self.aliases)) - 1
+        self.adjacency = [0] * len(self.aliases)
+        for predicate in self.joins:
+            i, j = self.index(predicate.left.alias), self.index(predicate.right.alias)
+            self.adjacency[i] |= 1 << j
+            self.adjacency[j] |= 1 << i
+        self._connected: dict[int, bool] = {}
+        if not self.is_connected(self.full):
+            parts = self._components()
+            raise QueryError(
+                "the join graph is disconnected (a cross product would be needed between "
+                + " and ".join("{" + ", ".join(self.names(p)) + "}" for p in parts)
+                + "); add the missing join predicates"
+            )
+        self.key_class = self._key_classes()
+
+    # -- relations and expressions -----------------------------------------------------------
+
+    def bit(self, alias: str) -> int:
+        try:
+            return self._bit[alias.lower()]
+        except KeyError:
+            raise QueryError(f"'{alias}' is not a relation of the query ({', '.join(self.aliases)})") from None
+
+    def index(self, alias: str) -> int:
+        return self.bit(alias).bit_length() - 1
+
+    def table_of(self, alias: str) -> str:
+        return self.relations[self.index(alias)][1]
+
+    def mask(self, aliases: Iterable[str]) -> int:
+        mask = 0
+        for alias in aliases:
+            mask |= self.bit(alias)
+        return mask
+
+    def names(self, mask: int) -> list[str]:
+        return [alias for i, alias in enumerate(self.aliases) if mask >> i & 1]
+
+    def label(self, mask: int) -> str:
+        return "{" + ",".join(self.names(mask)) + "}"
+
+    def is_leaf(self, mask: int) -> bool:
+        return mask & (mask - 1) == 0
+
+    def is_connected(self, mask: int) -> bool:
+        known = self._connected.get(mask)
+        if known is not None:
+            return known
+        start = mask & -mask
+        seen, frontier = start, start
+        while frontier:
+            low = frontier & -frontier
+            frontier ^= low
+            reach = self.adjacency[low.bit_length() - 1] & mask & ~seen
+            seen |= reach
+            frontier |= reach
+        result = seen == mask
+        self._connected[mask] = result
+        return result
+
+    def connected_subsets(self) -> Iterator[int]:
+        """Every connected sub-expression, in increasing mask order."""
+        for mask in range(1, self.full + 1):
+            if self.is_connected(mask):
+                yield mask
+
+    def _components(self) -> list[int]:
+        remaining, parts = self.full, []
+        while remaining:
+            start = remaining & -remaining
+            seen, frontier = start, start
+            while frontier:
+                low = frontier & -frontier
+                frontier ^= low
+                reach = self.adjacency[low.bit_length() - 1] & ~seen
+                seen |= reach
+                frontier |= reach
+            parts.append(seen)
+            remaining &= ~seen
+        return parts
+
+    # -- predicates ------------------------------------------------------------------------------
+
+    def joins_within(self, mask: int) -> list[JoinPredicate]:
+        return [p for p in self.joins if self.bit(p.left.alias) & mask and self.bit(p.right.alias) & mask]
+
+    def joins_between(self, left: int, right: int) -> list[JoinPredicate]:
+        out = []
+        for p in self.joins:
+            a, b = self.bit(p.left.alias), self.bit(p.right.alias)
+            if (a & left and b & right) or (a & right and b & left):
+                out.append(p)
+        return out
+
+    def filters_on(self, alias: str) -> list[Filter]:
+        return [f for f in self.filters if f.alias == alias]
+
+    def join_keys(self, left: int, right: int) -> str:
+        """The key-equivalence classes joining two expressions, as a canonical name."""
+        return ",".join(sorted({self.key_class[p.left] for p in self.joins_between(left, right)}))
+
+    def _key_classes(self) -> dict[ColumnRef, str]:
+        parent: dict[ColumnRef, ColumnRef] = {}
+
+        def find(c: ColumnRef) -> ColumnRef:
+            parent.setdefault(c, c)
+            while parent[c] != c:
+                parent[c] = parent[parent[c]]
+                c = parent[c]
+            return c
+
+        for p in self.joins:
+            a, b = find(p.left), find(p.right)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+        return {c: str(find(c)) for c in list(parent)}
+
+    def predicate_texts(self) -> dict[str, object]:
+        texts: dict[str, object] = {p.text: p for p in self.joins}
+        texts.update({f.text: f for f in self.filters})
+        return texts
+
+    def resolve_predicate(self, text: str) -> str:
+        """The canonical text of one of the query's predicates, given as SQL (columns may be unqualified)."""
+        known = self.predicate_texts()
+        if text in known:
+            return text
+        try:
+            parsed = sqlglot.parse_one(text)
+        except sqlglot.errors.ParseError as exc:
+            raise QueryError(f"cannot parse predicate {text!r}: {exc}") from None
+        wanted = {parsed.sql()}
+        if isinstance(parsed, exp.EQ):
+            wanted.add(exp.EQ(this=parsed.expression, expression=parsed.this).sql())
+        for canonical, predicate in known.items():
+            forms = {canonical}
+            if isinstance(predicate, JoinPredicate):
+                forms |= {f"{predicate.left.column} = {predicate.right.column}",
+                          f"{predicate.right.column} = {predicate.left.column}"}
+            else:
+                unqualified = predicate.expression.copy()
+                for column in unqualified.find_all(exp.Column):
+                    column.set("table", None)
+                forms.add(unqualified.sql())
+            if forms & wanted:
+                return canonical
+        raise QueryError(f"{text!r} is not a predicate of the query; its predicates are: {', '.join(sorted(known))}")
+
+    # -- building ------------------------------------------------------------------------------
+
+    @staticmethod
+    def builder() -> "QueryBuilder":
+        return QueryBuilder()
+
+
+class QueryBuilder:
+    """Builds a ``Query`` from Python calls:
+
+    ``Query.builder().table("customer", "c").table("orders", "o").join("c.c_custkey", "o.o_custkey")
+    .filter("o", "o.o_orderdate < DATE '1995-03-15'").build()``
+    """
+
+    def __init__(self) -> None:
+        self._relations: list[tuple[str, str]] = []
+        self._joins: list[JoinPredicate] = []
+        self._filters: list[Filter] = []
+
+    def table(self, table: str, alias: str | None = None) -> "QueryBuilder":
+        self._relations.append(((alias or table).lower(), table.lower()))
+        return self
+
+    def join(self, left: str, right: str) -> "QueryBuilder":
+        self._joins.append(JoinPredicate(_column(left), _column(right)))
+        return self
+
+    def filter(self, alias: str, sql: str) -> "QueryBuilder":
+        try:
+            expression = sqlglot.parse_one(sql)
+        except sqlglot.errors.ParseError as exc:
+            raise QueryError(f"cannot parse filter {sql!r}: {exc}") from None
+        for column in expression.find_all(exp.Column):
+            column.set("table", exp.to_identifier(alias.lower()))
+        self._filters.append(Filter(alias.lower(), expression))
+        return self
+
+    def build(self) -> Query:
+        return Query(self._relations, self._joins, self._filters)
+
+
+def _column(text: str) -> ColumnRef:
+    alias, dot, column = text.partition(".")
+    if not dot or not alias or not column:
+        raise QueryError(f"a join column is written 'relation.column', got {text!r}")
+    return ColumnRef(alias.lower(), column.lower())

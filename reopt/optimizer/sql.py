@@ -1,0 +1,137 @@
+"""SQL to ``Query`` with sqlglot: select-project-join blocks with conjunctive local and equi-join
+predicates. GROUP BY, ORDER BY, LIMIT and the select list are kept, unoptimized, as the final step.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from .catalog import Catalog
+from .errors import UnsupportedSQLError
+from .query import ColumnRef, Filter, JoinPredicate, Query
+
+_UNSUPPORTED = {
+    exp.Subquery: "a subquery",
+    exp.Exists: "EXISTS",
+    exp.Union: "UNION",
+    exp.Intersect: "INTERSECT",
+    exp.Except: "EXCEPT",
+    exp.With: "a WITH clause (CTE)",
+    exp.Lateral: "LATERAL",
+}
+
+
+def parse_sql(sql: str, catalog: Catalog) -> Query:
+    """Parse one SELECT statement; unsupported constructs raise ``UnsupportedSQLError`` naming them."""
+    try:
+        statements = sqlglot.parse(sql)
+    except sqlglot.errors.ParseError as exc:
+        raise UnsupportedSQLError(f"cannot parse the SQL: {_first_error(exc)}") from None
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        raise UnsupportedSQLError(f"expected one SQL statement, got {len(statements)}")
+    select = statements[0]
+    if not isinstance(select, exp.Select):
+        raise UnsupportedSQLError(f"only SELECT queries are supported, got {select.key.upper()}")
+    for node in select.walk():
+        for kind, name in _UNSUPPORTED.items():
+            if isinstance(node, kind):
+                raise UnsupportedSQLError(f"{name} is not supported: {node.sql()[:80]}")
+        if isinstance(node, exp.Select) and node is not select:
+            raise UnsupportedSQLError(f"a nested SELECT is not supported: {node.sql()[:80]}")
+
+    relations: list[tuple[str, str]] = []
+    conjuncts: list[exp.Expression] = []
+    from_ = select.args.get("from") or select.args.get("from_")
+    if from_ is None:
+        raise UnsupportedSQLError("the query has no FROM clause")
+    sources = [from_.this, *from_.expressions] if hasattr(from_, "expressions") else [from_.this]
+    for join in select.args.get("joins") or []:
+        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        if side or kind in ("OUTER", "SEMI", "ANTI"):
+            raise UnsupportedSQLError(f"{' '.join(x for x in (side, kind) if x)} JOIN is not supported: {join.sql()[:80]}")
+        if join.args.get("using"):
+            raise UnsupportedSQLError(f"JOIN ... USING is not supported: {join.sql()[:80]}")
+        sources.append(join.this)
+        if join.args.get("on") is not None:
+            conjuncts.extend(_conjuncts(join.args["on"]))
+    for source in sources:
+        if source is None:
+            continue
+        if not isinstance(source, exp.Table):
+            raise UnsupportedSQLError(f"only base tables are supported in FROM, got: {source.sql()[:80]}")
+        table = source.name.lower()
+        catalog.table(table)
+        relations.append(((source.alias_or_name).lower(), table))
+    where = select.args.get("where")
+    if where is not None:
+        conjuncts.extend(_conjuncts(where.this))
+
+    resolver = _Resolver(relations, catalog)
+    joins: list[JoinPredicate] = []
+    filters: list[Filter] = []
+    for conjunct in conjuncts:
+        columns = list(conjunct.find_all(exp.Column))
+        if any(isinstance(n, exp.AggFunc) for n in conjunct.walk()):
+            raise UnsupportedSQLError(f"an aggregate in WHERE is not supported: {conjunct.sql()}")
+        aliases = {resolver.resolve(c) for c in columns}
+        if not aliases:
+            raise UnsupportedSQLError(f"a predicate without columns is not supported: {conjunct.sql()}")
+        if len(aliases) == 1:
+            filters.append(Filter(aliases.pop(), conjunct))
+        elif (isinstance(conjunct, exp.EQ) and isinstance(conjunct.this, exp.Column)
+              and isinstance(conjunct.expression, exp.Column)):
+            joins.append(JoinPredicate(
+                ColumnRef(conjunct.this.table, conjunct.this.name.lower()),
+                ColumnRef(conjunct.expression.table, conjunct.expression.name.lower()),
+            ))
+        else:
+            raise UnsupportedSQLError(
+                f"only equi-joins between two columns are supported across relations, got: {conjunct.sql()}")
+    return Query(relations, joins, filters, select)
+
+
+def _conjuncts(expression: exp.Expression) -> list[exp.Expression]:
+    while isinstance(expression, exp.Paren):
+        expression = expression.this
+    if isinstance(expression, exp.And):
+        return _conjuncts(expression.this) + _conjuncts(expression.expression)
+    return [expression]
+
+
+def _first_error(exc: sqlglot.errors.ParseError) -> str:
+    if exc.errors:
+        e = exc.errors[0]
+        return f"line {e.get('line')}, column {e.get('col')}: {e.get('description')}"
+    return str(exc)
+
+
+class _Resolver:
+    """Qualifies each column with the relation it belongs to, in place."""
+
+    def __init__(self, relations: list[tuple[str, str]], catalog: Catalog):
+        self.relations = relations
+        self.catalog = catalog
+        self.aliases = {alias for alias, _ in relations}
+
+    def resolve(self, column: exp.Column) -> str:
+        name = column.name.lower()
+        qualifier = column.table.lower() if column.table else ""
+        if qualifier:
+            if qualifier not in self.aliases:
+                raise UnsupportedSQLError(f"column {column.sql()} names an unknown relation '{qualifier}'")
+            table = dict(self.relations)[qualifier]
+            if not self.catalog.has_column(table, name):
+                raise UnsupportedSQLError(f"table '{table}' has no column '{name}' (in {column.sql()})")
+            alias = qualifier
+        else:
+            owners = [a for a, t in self.relations if self.catalog.has_column(t, name)]
+            if not owners:
+                raise UnsupportedSQLError(f"no relation of the query has a column '{name}'")
+            if len(owners) > 1:
+                raise UnsupportedSQLError(f"column '{name}' is ambiguous between {', '.join(owners)}; qualify it")
+            alias = owners[0]
+        column.set("table", exp.to_identifier(alias))
+        column.set("this", exp.to_identifier(name))
+        return alias
