@@ -3,6 +3,7 @@
 ``reopt demo`` is the main job. Until the Spark runner lands it shows the incremental engine at work:
 single-source shortest paths (rules/examples/shortest_paths.dl) on a random graph, evaluated once from
 scratch and then kept up to date under single-edge changes, each checked against networkx.
+``reopt explain QUERY.sql --tpch SCALE`` (or ``--stats FILE.json``) prints the best plan of a query.
 ``reopt eval RULES.dl --facts FACTS.json`` evaluates any rule file on facts given as JSON.
 """
 
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .datalog import DatalogError, Engine, Program
+from .optimizer import Catalog, Optimizer, OptimizerError
 
 RULES = Path(__file__).resolve().parent.parent / "rules"
 
@@ -87,6 +89,22 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    try:
+        sql = Path(args.query).read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {args.query}: {exc.strerror}", file=sys.stderr)
+        return 2
+    catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
+    start = time.perf_counter()
+    plan = Optimizer.from_sql(sql, catalog).optimize()
+    elapsed = time.perf_counter() - start
+    print(plan.explain())
+    print(f"join order: {plan.join_order()}")
+    print(f"cost: {plan.cost:.6g}  (optimized in {elapsed * 1000:.1f} ms)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reopt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--updates", type=int, default=10, help="single-edge weight changes to apply (default 10)")
     demo.add_argument("--seed", type=int, default=7)
     demo.set_defaults(handler=_demo)
+    explain = sub.add_parser("explain", help="print the best plan of a SQL query")
+    explain.add_argument("query", help="a file holding one SELECT statement")
+    source = explain.add_mutually_exclusive_group()
+    source.add_argument("--tpch", type=float, default=1.0, metavar="SCALE",
+                        help="use TPC-H statistics at this scale factor (default 1)")
+    source.add_argument("--stats", metavar="FILE.json", help="use statistics from a JSON file")
+    explain.set_defaults(handler=_explain)
     evaluate = sub.add_parser("eval", help="evaluate a rule file on JSON facts")
     evaluate.add_argument("rules", help="a .dl rule file")
     evaluate.add_argument("--facts", help='JSON object: {"relation": [[v1, v2, ...], ...]}')
@@ -103,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except DatalogError as exc:
+    except (DatalogError, OptimizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog
 from .query import Query
-from .selectivity import filter_selectivity, join_selectivity
+from .selectivity import conjunction_selectivity, join_selectivity
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,14 @@ class Estimator:
         self._scanned: list[float] = []
         for alias, table in query.relations:
             stats = catalog.table(table)
+            filters = sorted(query.filters_on(alias), key=lambda f: f.text)
             selectivity = 1.0
-            for f in sorted(query.filters_on(alias), key=lambda f: f.text):
-                selectivity *= catalog.selectivities.get(f.text) or filter_selectivity(f.expression, stats)
+            for f in filters:  # selectivities learnt at run time win over estimates
+                if f.text in catalog.selectivities:
+                    selectivity *= catalog.selectivities[f.text]
+            estimated = [f.expression for f in filters if f.text not in catalog.selectivities]
+            if estimated:
+                selectivity *= conjunction_selectivity(estimated, stats)
             self._leaf_rows.append(stats.rows * selectivity)
             self._widths.append(stats.width)
             self._scanned.append(stats.rows * stats.width)

@@ -73,8 +73,10 @@ class Plan:
                 label = f"scan {self.query.names(node.expr)[0]}"
             elif node.op in JOINS:
                 left, right = node.children
-                keys = self.query.join_keys(left.expr, right.expr)
+                keys = ", ".join(self.query.join_keys(left.expr, right.expr))
                 label = f"{node.op} on {keys}"
+                if node.op != "broadcast_hash_join":
+                    label += f", partitioned by {left.prop[left.prop.index('[') + 1:-1]}"
                 if node.op != "sort_merge_join":
                     label += f" (build: {self.query.label(right.expr)})"
             lines.append(

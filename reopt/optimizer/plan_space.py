@@ -1,19 +1,21 @@
 """The physical plan space: Spark's join strategies and its distribution/ordering properties.
 
-A property is a string: ``any``; ``hash[K]`` (hash-partitioned on the key classes K, as after a
-shuffle exchange); ``sorted[K]`` (hash-partitioned and sorted on K within partitions, as a sort-merge
-join needs and delivers). Enforcers add what a requirement lacks: ``exchange`` turns ``any`` into
+A property is a string: ``any``; ``hash[k]`` (hash-partitioned on the join-key equivalence class
+k, as after a shuffle exchange); ``sorted[k]`` (hash-partitioned and sorted on k within partitions, as
+a sort-merge join needs and delivers). A join whose halves are connected by several key classes may
+co-partition on any one of them (rows equal on all keys are equal on each), so it is offered once per
+class; keeping properties to single classes bounds their number by the number of key classes. Enforcers add what a requirement lacks: ``exchange`` turns ``any`` into
 ``hash[K]``, ``sort`` turns ``hash[K]`` into ``sorted[K]``.
 
 ``split(e, p)`` lists the alternatives (AND nodes) that produce expression ``e`` with property ``p``
 as rows ``(kind, operator, left, left_prop, right, right_prop)``:
 
 * a leaf with ``any``: a scan;
-* ``hash[K]`` or ``sorted[K]``: the enforcer over the same expression with the weaker property;
+* ``hash[k]`` or ``sorted[k]``: the enforcer over the same expression with the weaker property;
 * a join expression, for every split into two connected halves (l, r) (no cross products):
   ``broadcast_hash_join`` (r is broadcast and built; l streams, so l's property passes through),
-  ``shuffled_hash_join`` (both sides hash-partitioned on the join keys; r is built), both orders;
-  ``sort_merge_join`` (both sides sorted on the join keys; symmetric, so one order).
+  ``shuffled_hash_join`` (both sides hash-partitioned on a join key class; r is built), both orders;
+  ``sort_merge_join`` (both sides sorted on a join key class; symmetric, so one order).
 The order of the rows is deterministic, and every row is a canonical, comparable tuple.
 """
 
@@ -62,8 +64,8 @@ class PlanSpace:
             memo = self._memo[key] = self._alternatives(expr, prop)
         return memo
 
-    def halves(self, expr: int) -> list[tuple[int, int, str]]:
-        """Ordered pairs (l, r) of connected halves of ``expr`` with their join keys."""
+    def halves(self, expr: int) -> list[tuple[int, int, list[str]]]:
+        """Ordered pairs (l, r) of connected halves of ``expr`` with their join key classes."""
         known = self._halves.get(expr)
         if known is not None:
             return known
@@ -90,8 +92,9 @@ class PlanSpace:
             return out
         for left, right, keys in self.halves(expr):
             out.append(("join", BROADCAST_HASH_JOIN, left, prop, right, ANY))
-            if prop in (ANY, hashed(keys)):
-                out.append(("join", SHUFFLED_HASH_JOIN, left, hashed(keys), right, hashed(keys)))
-            if left < right and prop in (ANY, hashed(keys), sorted_on(keys)):
-                out.append(("join", SORT_MERGE_JOIN, left, sorted_on(keys), right, sorted_on(keys)))
+            for key in keys:
+                if prop in (ANY, hashed(key)):
+                    out.append(("join", SHUFFLED_HASH_JOIN, left, hashed(key), right, hashed(key)))
+                if left < right and prop in (ANY, hashed(key), sorted_on(key)):
+                    out.append(("join", SORT_MERGE_JOIN, left, sorted_on(key), right, sorted_on(key)))
         return out

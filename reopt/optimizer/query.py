@@ -172,9 +172,9 @@ class Query:
     def filters_on(self, alias: str) -> list[Filter]:
         return [f for f in self.filters if f.alias == alias]
 
-    def join_keys(self, left: int, right: int) -> str:
-        """The key-equivalence classes joining two expressions, as a canonical name."""
-        return ",".join(sorted({self.key_class[p.left] for p in self.joins_between(left, right)}))
+    def join_keys(self, left: int, right: int) -> list[str]:
+        """The key-equivalence classes joining two expressions, sorted by name."""
+        return sorted({self.key_class[p.left] for p in self.joins_between(left, right)})
 
     def _key_classes(self) -> dict[ColumnRef, str]:
         parent: dict[ColumnRef, ColumnRef] = {}

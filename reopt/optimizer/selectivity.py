@@ -4,7 +4,8 @@
 * ranges (``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``): the covered fraction of the column's histogram
   or of [min, max] (numbers and dates); 1/3 (one side) or 1/4 (BETWEEN) without them
 * ``LIKE``: 1/10 (1/ndv without wildcards); ``IS NULL``: 1/100; anything else: 1/3
-* ``AND``: product, ``OR``: inclusion-exclusion, ``NOT``: complement
+* ``AND``: product, ``OR``: inclusion-exclusion, ``NOT``: complement; but range predicates on one
+  column (``a >= x AND a < y``) are merged into the fraction of the range they leave
 * join ``a.x = b.y``: 1 / max(ndv(a.x), ndv(b.y))
 
 Every result lies in (0, 1]. A selectivity learnt at run time (the catalog's overrides) wins.
@@ -34,6 +35,42 @@ def join_selectivity(catalog: Catalog, left_table: str, left_col: str, right_tab
 
 def filter_selectivity(expression: exp.Expression, table: TableStats) -> float:
     return clamp(_estimate(expression, table))
+
+
+def conjunction_selectivity(expressions: list[exp.Expression], table: TableStats) -> float:
+    """Selectivity of predicates on one table that all hold: ranges on one column are intersected,
+    the rest are multiplied as independent."""
+    selectivity = 1.0
+    ranges: dict[str, list[float]] = {}
+    for e in expressions:
+        bound = _range_bound(e, table)
+        if bound is None:
+            selectivity *= filter_selectivity(e, table)
+            continue
+        column, fraction, is_upper = bound
+        low_high = ranges.setdefault(column, [0.0, 1.0])
+        if is_upper:
+            low_high[1] = min(low_high[1], fraction)
+        else:
+            low_high[0] = max(low_high[0], fraction)
+    for column in sorted(ranges):
+        low, high = ranges[column]
+        selectivity *= clamp(high - low)
+    return clamp(selectivity)
+
+
+def _range_bound(e: exp.Expression, table: TableStats):
+    """(column, fraction of values below the bound, whether it is an upper bound) for a one-sided
+    range predicate on a column with known range, else None."""
+    if not isinstance(e, (exp.LT, exp.LTE, exp.GT, exp.GTE)):
+        return None
+    column, value, flipped = _column_and_value(e)
+    if column is None or value is None:
+        return None
+    fraction = _fraction_below(table.columns.get(column.name.lower()), value)
+    if fraction is None:
+        return None
+    return column.name.lower(), fraction, isinstance(e, (exp.LT, exp.LTE)) != flipped
 
 
 def _estimate(e: exp.Expression, table: TableStats) -> float:

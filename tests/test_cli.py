@@ -1,0 +1,50 @@
+"""The command line: explain, eval, and the demo's machine-readable summary."""
+
+import json
+
+from reopt.cli import main
+
+from .conftest import EXAMPLES, ROOT
+
+
+def test_explain_prints_the_plan_tree_and_join_order(capsys):
+    assert main(["explain", str(ROOT / "queries" / "q5.sql"), "--tpch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "scan region" in out and "join order: " in out and "cost: " in out
+
+
+def test_explain_with_statistics_from_json(tmp_path, capsys):
+    stats = tmp_path / "stats.json"
+    stats.write_text(json.dumps({"tables": {"a": {"rows": 10, "columns": {"x": {"ndv": 5}}},
+                                            "b": {"rows": 99, "columns": {"x": {"ndv": 9}}}}}))
+    query = tmp_path / "q.sql"
+    query.write_text("select * from a, b where a.x = b.x")
+    assert main(["explain", str(query), "--stats", str(stats)]) == 0
+    assert "scan a" in capsys.readouterr().out
+
+
+def test_explain_reports_an_unknown_table_as_an_error(tmp_path, capsys):
+    query = tmp_path / "q.sql"
+    query.write_text("select * from nope")
+    assert main(["explain", str(query)]) == 2
+    assert "unknown table 'nope'" in capsys.readouterr().err
+
+
+def test_eval_prints_derived_rows(tmp_path, capsys):
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps({"edge": [[1, 2], [2, 3]]}))
+    assert main(["eval", str(EXAMPLES / "transitive_closure.dl"), "--facts", str(facts)]) == 0
+    assert capsys.readouterr().out.split() == ["path(1,", "2)", "path(1,", "3)", "path(2,", "3)"]
+
+
+def test_eval_reports_rule_errors_with_location(tmp_path, capsys):
+    rules = tmp_path / "bad.dl"
+    rules.write_text("p(x) :- q(x).\n")
+    assert main(["eval", str(rules)]) == 2
+    assert "bad.dl:1:9" in capsys.readouterr().err
+
+
+def test_demo_ends_with_a_summary_line(capsys):
+    assert main(["demo", "--edges", "300", "--updates", "3"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("summary: edges=300 ")

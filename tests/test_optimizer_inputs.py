@@ -1,0 +1,158 @@
+"""Queries and statistics going in: SQL, the builder, catalogs, and every bad-input error."""
+
+import json
+import math
+
+import pytest
+
+import reopt
+from reopt.optimizer.workloads import TPCH
+
+CATALOG = reopt.Catalog.tpch(1)
+
+
+def test_tpch_catalog_follows_the_specification_sizes():
+    catalog = reopt.Catalog.tpch(10)
+    assert catalog.table("lineitem").rows == 60_000_000
+    assert catalog.table("orders").rows == 15_000_000
+    assert catalog.table("nation").rows == 25
+    assert catalog.column("customer", "c_custkey").ndv == 1_500_000
+
+
+def test_q5_is_parsed_into_its_join_graph_and_filters():
+    query = reopt.Optimizer.from_sql(TPCH["Q5"], CATALOG).query
+    assert query.aliases == ["customer", "orders", "lineitem", "supplier", "nation", "region"]
+    assert len(query.joins) == 6
+    assert sorted(f.alias for f in query.filters) == ["orders", "orders", "region"]
+    assert "customer.c_custkey = orders.o_custkey" in query.predicate_texts()
+
+
+def test_q8join_from_the_paper_has_eight_relations():
+    query = reopt.Optimizer.from_sql(TPCH["Q8Join"], CATALOG).query
+    assert len(query.aliases) == 8 and len(query.joins) == 7
+
+
+def test_explicit_join_syntax_and_aliases_are_understood():
+    sql = "select * from customer c join orders o on c.c_custkey = o.o_custkey where o.o_totalprice > 1000"
+    query = reopt.Optimizer.from_sql(sql, CATALOG).query
+    assert query.relations == [("c", "customer"), ("o", "orders")]
+    assert [j.text for j in query.joins] == ["c.c_custkey = o.o_custkey"]
+
+
+def test_builder_makes_the_same_query_as_sql():
+    built = (reopt.Query.builder().table("customer").table("orders")
+             .join("customer.c_custkey", "orders.o_custkey")
+             .filter("orders", "o_orderdate < DATE '1995-03-15'").build())
+    plan = reopt.Optimizer(built, CATALOG).optimize()
+    sql = "select * from customer, orders where c_custkey = o_custkey and o_orderdate < date '1995-03-15'"
+    assert plan.cost == reopt.Optimizer.from_sql(sql, CATALOG).optimize().cost
+
+
+def test_date_range_filter_uses_the_column_range():
+    from reopt.optimizer.estimate import Estimator
+
+    sql = ("select * from orders, customer where c_custkey = o_custkey and o_orderdate >= date '1994-01-01' "
+           "and o_orderdate < date '1994-01-01' + interval '1' year")
+    query = reopt.Optimizer.from_sql(sql, CATALOG).query
+    rows = Estimator(query, CATALOG).rows(query.mask(["orders"]))
+    assert rows == pytest.approx(1_500_000 * 365 / 2405, rel=0.01)
+
+
+@pytest.mark.parametrize("sql, construct", [
+    ("select * from customer where c_custkey in (select o_custkey from orders)", "subquery"),
+    ("select * from customer left join orders on c_custkey = o_custkey", "LEFT JOIN"),
+    ("select * from customer, orders where c_custkey < o_custkey", "equi-joins"),
+    ("select * from customer union select * from customer", "SELECT"),
+    ("select * from customer, orders", "disconnected"),
+    ("select * from customer where c_nope = 1", "c_nope"),
+    ("select * from customer c, orders o where c.c_custkey = o.o_custkey and x.y = 1", "unknown relation 'x'"),
+    ("select * from (select * from customer) t", "subquery"),
+    ("select from where", "cannot parse"),
+])
+def test_unsupported_sql_names_the_construct(sql, construct):
+    with pytest.raises(reopt.QueryError, match=construct):
+        reopt.Optimizer.from_sql(sql, CATALOG)
+
+
+def test_unknown_table_is_a_statistics_error():
+    with pytest.raises(reopt.StatisticsError, match="unknown table 'nope'"):
+        reopt.Optimizer.from_sql("select * from nope", CATALOG)
+
+
+def test_catalog_from_dict_accepts_the_minimal_format():
+    catalog = reopt.Catalog.from_dict({"tables": {"a": {"rows": 10, "columns": {"x": {"ndv": 5}}},
+                                                  "b": {"rows": 20, "columns": {"x": {"ndv": 20}}}}})
+    query = reopt.Query.builder().table("a").table("b").join("a.x", "b.x").build()
+    assert reopt.Optimizer(query, catalog).optimize().root.rows == 10
+
+
+def test_catalog_round_trips_through_json(tmp_path):
+    catalog = reopt.Catalog.tpch(0.1)
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps(catalog.to_dict()))
+    assert reopt.Catalog.load(path) == catalog
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"tables": {"a": {"rows": -1}}}, "rows of table 'a'"),
+    ({"tables": {"a": {"rows": math.nan}}}, "rows of table 'a'"),
+    ({"tables": {"a": {"rows": math.inf}}}, "rows of table 'a'"),
+    ({"tables": {"a": {"rows": "ten"}}}, "must be a number"),
+    ({"tables": {"a": {"rows": 1, "columns": {"x": {"ndv": 0}}}}}, "ndv of column 'a.x'"),
+    ({"tables": {"a": {"rows": 1, "columns": {"x": {}}}}}, "needs \"ndv\""),
+    ({"tables": {"a": {}}}, "needs \"rows\""),
+    ({"tables": {"a": {"rows": 1}}, "selectivities": {"p": 1.5}}, r"\(0, 1\]"),
+    ({"nope": 1}, "\"tables\""),
+])
+def test_bad_statistics_raise_statistics_error(data, message):
+    with pytest.raises(reopt.StatisticsError, match=message):
+        reopt.Catalog.from_dict(data)
+
+
+def test_invalid_json_names_file_line_and_column(tmp_path):
+    path = tmp_path / "stats.json"
+    path.write_text('{"tables": {\n  "a": }')
+    with pytest.raises(reopt.StatisticsError, match=r"stats.json:2:8"):
+        reopt.Catalog.load(path)
+
+
+@pytest.fixture
+def q3():
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q3"], CATALOG)
+    optimizer.optimize()
+    return optimizer
+
+
+@pytest.mark.parametrize("delta, message", [
+    (lambda: reopt.DeltaStats.table("nope", rows=1), "unknown table 'nope'"),
+    (lambda: reopt.DeltaStats.table("orders", rows=-5), "rows of table 'orders'"),
+    (lambda: reopt.DeltaStats.table("orders", rows=math.nan), "rows of table 'orders'"),
+    (lambda: reopt.DeltaStats.selectivity("c_custkey = o_custkey", 0.0), r"\(0, 1\]"),
+    (lambda: reopt.DeltaStats.selectivity("c_custkey = o_custkey", 2), r"\(0, 1\]"),
+    (lambda: reopt.DeltaStats.selectivity("c_name = 'x'", 0.5), "not a predicate of the query"),
+    (lambda: reopt.DeltaStats.cardinality(["customer", "part"], 10), "part is not a relation"),
+    (lambda: reopt.DeltaStats.cardinality(["customer", "lineitem"], 10), "not a connected expression"),
+    (lambda: reopt.DeltaStats.cardinality(["customer"], math.inf), "observed rows"),
+    (lambda: reopt.DeltaStats.cost_factor("nested_loop", 2), "unknown operator"),
+    (lambda: reopt.DeltaStats.cost_factor("scan", 0), "cost factor"),
+    (lambda: reopt.DeltaStats.table("orders", rows=10) + reopt.DeltaStats.table("orders", rows=-1), "rows"),
+])
+def test_bad_delta_raises_and_leaves_the_optimizer_unchanged(q3, delta, message):
+    before_catalog, before_plan = q3.catalog, q3.optimize()
+    with pytest.raises(reopt.StatisticsError, match=message):
+        q3.reoptimize(delta())
+    assert q3.catalog == before_catalog
+    after = q3.optimize()
+    assert (after.cost, after.key()) == (before_plan.cost, before_plan.key())
+
+
+def test_selectivity_delta_accepts_unqualified_or_reversed_predicates(q3):
+    q3.reoptimize(reopt.DeltaStats.selectivity("o_custkey = c_custkey", 0.5))
+    assert q3.catalog.selectivities["customer.c_custkey = orders.o_custkey"] == 0.5
+
+
+def test_explain_shows_operator_strategy_property_rows_and_cost(q3):
+    text = q3.optimize().explain()
+    assert "scan lineitem" in text
+    assert "rows=" in text and "cost=" in text and "[any]" in text
+    assert "build:" in text
