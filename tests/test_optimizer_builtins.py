@@ -1,0 +1,102 @@
+"""The built-in functions the optimizer's rules call: the split of the plan space and the costs."""
+
+import math
+
+import pytest
+
+import reopt
+from reopt.optimizer.cost import CostModel, CostWeights
+from reopt.optimizer.plan_space import PlanSpace
+
+
+def chain3():
+    catalog = reopt.Catalog.from_dict({"tables": {
+        "a": {"rows": 100, "columns": {"x": {"ndv": 10}}},
+        "b": {"rows": 100, "columns": {"x": {"ndv": 10}, "y": {"ndv": 10}}},
+        "c": {"rows": 100, "columns": {"y": {"ndv": 10}}},
+    }})
+    query = reopt.Query.builder().table("a").table("b").table("c").join("a.x", "b.x").join("b.y", "c.y").build()
+    return query, catalog
+
+
+def test_a_leaf_with_no_requirement_is_scanned():
+    query, _ = chain3()
+    assert PlanSpace(query).split(query.bit("a"), "any") == [("scan", "scan", 0, "", 0, "")]
+
+
+def test_requirements_on_a_leaf_are_met_by_enforcers():
+    query, _ = chain3()
+    space, a = PlanSpace(query), query.bit("a")
+    assert space.split(a, "hash[a.x]") == [("unary", "exchange", a, "any", 0, "")]
+    assert space.split(a, "sorted[a.x]") == [("unary", "sort", a, "hash[a.x]", 0, "")]
+
+
+def test_no_split_makes_a_cross_product():
+    query, _ = chain3()
+    halves = {(left, right) for left, right, _ in PlanSpace(query).halves(query.full)}
+    a, b, c = query.bit("a"), query.bit("b"), query.bit("c")
+    assert halves == {(a, b | c), (b | c, a), (c, a | b), (a | b, c)}
+
+
+def test_hash_joins_come_in_both_orders_and_sort_merge_in_one():
+    query, _ = chain3()
+    space = PlanSpace(query)
+    a, b = query.bit("a"), query.bit("b")
+    ab = space.split(a | b, "any")
+    assert ("join", "broadcast_hash_join", a, "any", b, "any") in ab
+    assert ("join", "broadcast_hash_join", b, "any", a, "any") in ab
+    assert ("join", "shuffled_hash_join", a, "hash[a.x]", b, "hash[a.x]") in ab
+    assert ("join", "shuffled_hash_join", b, "hash[a.x]", a, "hash[a.x]") in ab
+    assert [alt for alt in ab if alt[1] == "sort_merge_join"] == [
+        ("join", "sort_merge_join", a, "sorted[a.x]", b, "sorted[a.x]")]
+
+
+def test_a_broadcast_join_passes_the_required_property_to_its_streamed_side():
+    query, _ = chain3()
+    space = PlanSpace(query)
+    a, b = query.bit("a"), query.bit("b")
+    assert ("join", "broadcast_hash_join", a, "hash[b.y]", b, "any") in space.split(a | b, "hash[b.y]")
+
+
+def test_a_sort_merge_join_delivers_its_key_order_to_its_parent():
+    query, _ = chain3()
+    space = PlanSpace(query)
+    a, b = query.bit("a"), query.bit("b")
+    assert ("join", "sort_merge_join", a, "sorted[a.x]", b, "sorted[a.x]") in space.split(a | b, "sorted[a.x]")
+    assert all(alt[1] != "sort_merge_join" for alt in space.split(a | b, "sorted[b.y]"))
+
+
+def test_broadcast_is_impossible_above_the_threshold():
+    costs = CostModel(CostWeights(broadcast_threshold=1000))
+    assert costs.join("broadcast_hash_join", 10, 8, 101, 10, 10, 1.0) == []
+    assert len(costs.join("broadcast_hash_join", 10, 8, 100, 10, 10, 1.0)) == 1
+
+
+def test_costs_scale_with_their_cost_factor():
+    costs = CostModel()
+    base = costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 1.0)[0][0]
+    assert costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 4.0)[0][0] == pytest.approx(4 * base)
+
+
+def test_sort_costs_n_log_n_and_exchange_costs_bytes():
+    w = CostWeights()
+    costs = CostModel(w)
+    assert costs.unary("sort", 1024, 10, 1.0)[0][0] == pytest.approx(1024 * 10 * w.sort_row)
+    assert costs.unary("exchange", 1000, 50, 1.0)[0][0] == pytest.approx(50_000 * w.shuffle_byte)
+    assert costs.scan(10, 8, 4096, 1.0)[0][0] == pytest.approx(4096 * w.scan_byte + 10 * w.row_out)
+
+
+def test_building_the_smaller_side_is_cheaper():
+    costs = CostModel()
+    small_built = costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0)[0][0]
+    large_built = costs.join("shuffled_hash_join", 1e3, 8, 1e6, 8, 1e6, 1.0)[0][0]
+    assert small_built < large_built
+
+
+def test_estimates_are_never_below_one_row():
+    query, catalog = chain3()
+    from reopt.optimizer.estimate import Estimator
+
+    catalog.table("a").rows = 0.0
+    assert Estimator(query, catalog).rows(query.full) == 1.0
+    assert not math.isnan(Estimator(query, catalog).rows(query.bit("a")))
