@@ -1,0 +1,8 @@
+"""Procedural optimizers over the declarative optimizer's built-in functions: the yardsticks of the
+benchmarks and further test oracles."""
+
+from .bottomup import BottomUpOptimizer
+from .incremental import IncrementalTopDownOptimizer
+from .topdown import TopDownOptimizer
+
+__all__ = ["TopDownOptimizer", "BottomUpOptimizer", "IncrementalTopDownOptimizer"]

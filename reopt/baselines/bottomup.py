@@ -1,0 +1,34 @@
+"""Bottom-up optimization, System R style: dynamic programming over the connected sub-expressions in
+order of size, keeping the best plan of each sub-expression for every interesting property (each
+join key class partitioned, and partitioned and sorted). Splits are the connected-subgraph /
+complement pairs the shared plan space enumerates (by testing the sub-masks of an expression).
+"""
+
+from __future__ import annotations
+
+from ..optimizer.plan import Plan
+from ..optimizer.plan_space import ANY, hashed, sorted_on
+from .common import ProceduralBase
+
+
+class BottomUpOptimizer(ProceduralBase):
+    def optimize(self) -> Plan:
+        classes = sorted(set(self.query.key_class.values()))
+        properties = [ANY] + [hashed(k) for k in classes] + [sorted_on(k) for k in classes]
+        best: dict[tuple[int, str], tuple[float, tuple]] = {}
+        for expr in sorted(self.stats, key=lambda m: (bin(m).count("1"), m)):
+            for prop in properties:
+                choice = None
+                for alt in self.space.split(expr, prop):
+                    local = self.local_cost(expr, alt)
+                    if local is None:
+                        continue
+                    children = [best.get(child) for child in self.children(alt)]
+                    if None in children:
+                        continue
+                    candidate = (self.total(local, [c[0] for c in children]), alt)
+                    if choice is None or candidate < choice:
+                        choice = candidate
+                if choice is not None:
+                    best[(expr, prop)] = choice
+        return self.build_plan(best)

@@ -1,0 +1,84 @@
+"""What the procedural optimizers share with the declarative one: the plan space (split), the
+estimates and the cost functions, and the same tie-break, so only search strategy differs.
+
+A group's best alternative is the minimum of ``(cost, alternative)``: equal costs are broken by the
+alternative tuple ``(kind, operator, left, left_prop, right, right_prop)``, as the declarative
+optimizer does when it reads ``BestPlan``. Costs add up in the rules' order (``local + left +
+right``), so every optimizer produces bit-identical floats.
+"""
+
+from __future__ import annotations
+
+from ..optimizer.catalog import Catalog
+from ..optimizer.cost import CostModel
+from ..optimizer.estimate import Estimator, ExprStats
+from ..optimizer.optimizer import OptimizerConfig
+from ..optimizer.plan import Plan, PlanNode
+from ..optimizer.plan_space import ANY, OPERATORS, PlanSpace
+from ..optimizer.query import Query
+from ..optimizer.sql import parse_sql
+
+Alternative = tuple  # (kind, op, left, left_prop, right, right_prop)
+
+
+class ProceduralBase:
+    """Statistics, costs and plan building for an optimizer written as ordinary Python."""
+
+    def __init__(self, query: Query, catalog: Catalog, config: OptimizerConfig | None = None):
+        self.query = query
+        self.config = config or OptimizerConfig()
+        self.catalog = catalog.copy()
+        self.space = PlanSpace(query)
+        self.costs = CostModel(self.config.weights)
+        self._refresh_statistics()
+
+    @classmethod
+    def from_sql(cls, sql: str, catalog: Catalog, config: OptimizerConfig | None = None):
+        return cls(parse_sql(sql, catalog), catalog, config)
+
+    def _refresh_statistics(self) -> None:
+        estimator = Estimator(self.query, self.catalog)
+        self.stats: dict[int, ExprStats] = {m: estimator.stats(m) for m in self.query.connected_subsets()}
+        self.factors = {op: self.catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
+
+    def local_cost(self, expr: int, alt: Alternative) -> float | None:
+        """The alternative's own cost, or None where it is impossible (broadcast above the threshold)."""
+        kind, op, left, _lp, right, _rp = alt
+        factor = self.factors[op]
+        if kind == "scan":
+            s = self.stats[expr]
+            return self.costs.scan(s.rows, s.width, s.scanned, factor)[0][0]
+        if kind == "unary":
+            s = self.stats[left]
+            return self.costs.unary(op, s.rows, s.width, factor)[0][0]
+        ls, rs = self.stats[left], self.stats[right]
+        rows = self.costs.join(op, ls.rows, ls.width, rs.rows, rs.width, self.stats[expr].rows, factor)
+        return rows[0][0] if rows else None
+
+    @staticmethod
+    def total(local: float, children: list[float]) -> float:
+        if len(children) == 2:
+            return local + children[0] + children[1]
+        if len(children) == 1:
+            return local + children[0]
+        return local
+
+    @staticmethod
+    def children(alt: Alternative) -> list[tuple[int, str]]:
+        kind, _op, left, lprop, right, rprop = alt
+        if kind == "scan":
+            return []
+        if kind == "unary":
+            return [(left, lprop)]
+        return [(left, lprop), (right, rprop)]
+
+    def build_plan(self, best: dict[tuple[int, str], tuple[float, Alternative]]) -> Plan:
+        """A ``Plan`` from each group's (cost, alternative) choice."""
+
+        def node(expr: int, prop: str) -> PlanNode:
+            cost, alt = best[(expr, prop)]
+            kids = [node(e, p) for e, p in self.children(alt)]
+            local = self.local_cost(expr, alt)
+            return PlanNode(alt[1], expr, prop, cost, local, self.stats[expr].rows, kids)
+
+        return Plan(node(self.query.full, ANY), self.query)

@@ -1,0 +1,56 @@
+"""The procedural optimizers agree with the declarative one: same best cost, same plan key."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reopt
+from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
+from reopt.optimizer.workloads import SHAPES, TPCH, generated
+
+from .test_optimizer_search import delta_for
+
+PROCEDURAL = (TopDownOptimizer, BottomUpOptimizer, IncrementalTopDownOptimizer)
+
+
+def assert_all_agree(query, catalog):
+    declarative = reopt.Optimizer(query, catalog).optimize()
+    for optimizer in PROCEDURAL:
+        plan = optimizer(query, catalog).optimize()
+        assert (plan.cost, plan.key()) == (declarative.cost, declarative.key()), optimizer.__name__
+
+
+@given(st.sampled_from(SHAPES), st.integers(min_value=1, max_value=6), st.integers(min_value=0, max_value=10**6))
+def test_procedural_optimizers_agree_with_the_declarative_one(shape, n, seed):
+    assert_all_agree(*generated(shape, n, seed))
+
+
+def test_procedural_optimizers_agree_on_the_tpch_queries():
+    catalog = reopt.Catalog.tpch(1)
+    for sql in TPCH.values():
+        assert_all_agree(reopt.Optimizer.from_sql(sql, catalog).query, catalog)
+
+
+@given(st.sampled_from(SHAPES), st.integers(min_value=2, max_value=5), st.integers(min_value=0, max_value=10**6),
+       st.data())
+def test_procedural_incremental_equals_full_reoptimization_after_every_delta(shape, n, seed, data):
+    query, catalog = generated(shape, n, seed)
+    declarative = reopt.Optimizer(query, catalog)
+    incremental = IncrementalTopDownOptimizer(query, catalog)
+    declarative.optimize()
+    incremental.optimize()
+    for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
+        delta = data.draw(delta_for(query, declarative))
+        expected = declarative.reoptimize(delta)
+        plan = incremental.reoptimize(delta)
+        assert (plan.cost, plan.key()) == (expected.cost, expected.key())
+        full = TopDownOptimizer(query, declarative.catalog).optimize()
+        assert (plan.cost, plan.key()) == (full.cost, full.key())
+
+
+def test_procedural_incremental_recosts_only_what_a_delta_reaches():
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = IncrementalTopDownOptimizer.from_sql(TPCH["Q5"], catalog)
+    optimizer.optimize()
+    alternatives = optimizer.alternative_count
+    optimizer.reoptimize(reopt.DeltaStats.table("region", rows=6))
+    assert 0 < optimizer.last_recosted < alternatives
