@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import heapq
 
-
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.estimate import Estimator
 from ..optimizer.optimizer import OptimizerConfig
+from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY, OPERATORS
 from ..optimizer.query import Query
@@ -139,8 +139,5 @@ class IncrementalTopDownOptimizer(ProceduralBase):
 
     def _plan(self) -> Plan:
         if self._best.get((self.query.full, ANY)) is None:
-            raise ValueError("no feasible plan")
+            raise OptimizerError(f"no feasible plan for {self.query.label(self.query.full)}")
         return self.build_plan({g: b for g, b in self._best.items() if b is not None})
-
-
-

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY
 from .common import ProceduralBase
@@ -21,7 +22,7 @@ class TopDownOptimizer(ProceduralBase):
         self._no_plan_within: dict[tuple[int, str], float] = {}
         self.groups_optimized = 0
         if self._optimize(self.query.full, ANY, math.inf) is None:
-            raise ValueError("no feasible plan")
+            raise OptimizerError(f"no feasible plan for {self.query.label(self.query.full)}")
         return self.build_plan(self._best)
 
     def _optimize(self, expr: int, prop: str, limit: float) -> float | None:

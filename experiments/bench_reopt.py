@@ -1,0 +1,215 @@
+"""Re-optimization benchmark (reference paper, sections 6.1, 6.2 and 6.4), in one process.
+
+1. Initial optimization: declarative, top-down, bottom-up, each as a ratio to top-down, for TPC-H Q5,
+   Q10, Q8Join and generated graphs of 10 and 12 relations (paper Figure 5a).
+2. Re-optimization of Q5 after one join's selectivity changes by 1/8 .. 8 times, for each join level
+   (A = region-nation up to F = customer-orders), and after a scan-cost change (table size x 1/8 .. 8)
+   of each table: declarative incremental and procedural incremental, each as a ratio to a full
+   top-down re-optimization, and the share of plan-table entries and alternatives the declarative
+   optimizer touched (paper Figures 6, 8, 9).
+3. A feedback stream: Q5 re-optimized after each of 10 statistics updates drawn from Zipf-skewed data
+   partitions (observed cardinalities of the current plan's joins), per update (paper Figure 7).
+
+Every re-optimized plan is checked against the full top-down re-optimization. Times are medians of
+``--repeat`` runs after a warm-up. Prints tables, writes CSV (``--csv``) and JSON (``--json``).
+
+    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--json out.json] [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+
+import reopt
+from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
+from reopt.optimizer.estimate import Estimator
+from reopt.optimizer.workloads import TPCH, generated
+
+FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)
+# Q5's join predicates from the bottom of the usual plan upwards (the paper's changes A..E, and F).
+Q5_LEVELS = [
+    ("A", "nation.n_regionkey = region.r_regionkey"),
+    ("B", "nation.n_nationkey = supplier.s_nationkey"),
+    ("C", "customer.c_nationkey = supplier.s_nationkey"),
+    ("D", "lineitem.l_suppkey = supplier.s_suppkey"),
+    ("E", "lineitem.l_orderkey = orders.o_orderkey"),
+    ("F", "customer.c_custkey = orders.o_custkey"),
+]
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def initial_optimization(repeat: int) -> list[dict]:
+    catalog = reopt.Catalog.tpch(1)
+    cases = [(name, reopt.Optimizer.from_sql(TPCH[name], catalog).query, catalog) for name in ("Q5", "Q10", "Q8Join")]
+    cases += [(f"chain-{n}", *generated("chain", n, seed=n)) for n in (10, 12)]
+    cases += [(f"cycle-{n}", *generated("cycle", n, seed=n)) for n in (10, 12)]
+    records = []
+    for name, query, cat in cases:
+        times = {
+            "declarative": median_time(lambda: reopt.Optimizer(query, cat).optimize(), repeat),
+            "topdown": median_time(lambda: TopDownOptimizer(query, cat).optimize(), repeat),
+            "bottomup": median_time(lambda: BottomUpOptimizer(query, cat).optimize(), repeat),
+        }
+        for optimizer, seconds in times.items():
+            records.append({"section": "initial", "query": name, "optimizer": optimizer, "seconds": seconds,
+                            "ratio_vs_topdown": seconds / times["topdown"]})
+    return records
+
+
+def touched_shares(optimizer: reopt.Optimizer) -> tuple[float, float]:
+    last = optimizer.engine.stats.last
+    entries = len(optimizer.engine.rows("BestCost"))
+    alternatives = len(optimizer.engine.rows("PlanCost"))
+    entry_changes = last["BestCost"].inserted + last["BestCost"].deleted
+    alternative_changes = last["PlanCost"].inserted + last["PlanCost"].deleted
+    return min(1.0, entry_changes / 2 / entries), min(1.0, alternative_changes / 2 / alternatives)
+
+
+def reoptimization(repeat: int) -> list[dict]:
+    catalog = reopt.Catalog.tpch(1)
+    declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
+    declarative.optimize()
+    procedural = IncrementalTopDownOptimizer(declarative.query, catalog)
+    procedural.optimize()
+    query = declarative.query
+    records = []
+
+    def run(label: str, change: str, delta: reopt.DeltaStats, revert: reopt.DeltaStats) -> None:
+        plan, declarative_s = timed(lambda: declarative.reoptimize(delta))
+        entries, alternatives = touched_shares(declarative)
+        procedural_plan, procedural_s = timed(lambda: procedural.reoptimize(delta))
+        full_catalog = declarative.catalog
+        full = TopDownOptimizer(query, full_catalog)
+        full_s = median_time(lambda: TopDownOptimizer(query, full_catalog).optimize(), repeat)
+        expected = full.optimize()
+        assert (plan.cost, plan.key()) == (expected.cost, expected.key()), f"declarative differs at {label} {change}"
+        assert (procedural_plan.cost, procedural_plan.key()) == (expected.cost, expected.key())
+        records.append({
+            "section": "reoptimize", "query": "Q5", "change": label, "factor": change,
+            "declarative_s": declarative_s, "procedural_s": procedural_s, "full_topdown_s": full_s,
+            "declarative_speedup": full_s / declarative_s, "procedural_speedup": full_s / procedural_s,
+            "entries_touched": entries, "alternatives_touched": alternatives,
+        })
+        declarative.reoptimize(revert)
+        procedural.reoptimize(revert)
+
+    for level, predicate in Q5_LEVELS:
+        estimator = Estimator(query, declarative.catalog)
+        left, right = [p.strip().split(".")[0] for p in predicate.split("=")]
+        base = estimator.rows(query.mask([left, right])) / (
+            estimator.rows(query.mask([left])) * estimator.rows(query.mask([right])))
+        for factor in FACTORS:
+            run(level, str(factor), reopt.DeltaStats.selectivity(predicate, min(1.0, base * factor)),
+                reopt.DeltaStats.selectivity(predicate, min(1.0, base)))
+    for alias, table in query.relations:
+        rows = declarative.catalog.table(table).rows
+        for factor in FACTORS:
+            run(f"scan {table}", str(factor), reopt.DeltaStats.table(table, rows=max(1.0, rows * factor)),
+                reopt.DeltaStats.table(table, rows=rows))
+    return records
+
+
+def feedback_stream(updates: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    catalog = reopt.Catalog.tpch(1)
+    declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
+    plan = declarative.optimize()
+    query = declarative.query
+    records = []
+    for update in range(updates):
+        skew = rng.paretovariate(1.2)  # Zipf-like: most partitions near the estimate, a few far off
+        deltas = []
+        estimator = Estimator(query, declarative.catalog)
+        for node in plan.joins():
+            observed = estimator.rows(node.expr) * skew * rng.uniform(0.5, 2.0)
+            deltas.append(reopt.DeltaStats.cardinality(query.names(node.expr), observed))
+        delta = reopt.DeltaStats.batch(deltas)
+        new_plan, declarative_s = timed(lambda: declarative.reoptimize(delta))
+        full_catalog = declarative.catalog
+        full_s = median_time(lambda: TopDownOptimizer(query, full_catalog).optimize(), 3)
+        expected = TopDownOptimizer(query, full_catalog).optimize()
+        assert (new_plan.cost, new_plan.key()) == (expected.cost, expected.key())
+        records.append({"section": "stream", "update": update + 1, "plan_changed": new_plan.key() != plan.key(),
+                        "declarative_s": declarative_s, "full_topdown_s": full_s, "speedup": full_s / declarative_s})
+        plan = new_plan
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--json", help="write records and summary to this file")
+    parser.add_argument("--csv", help="write the records to this CSV file")
+    args = parser.parse_args()
+
+    initial = initial_optimization(args.repeat)
+    print("Initial optimization (median seconds, ratio to top-down)")
+    print(f"{'query':<10}{'declarative':>16}{'top-down':>12}{'bottom-up':>16}")
+    for name in dict.fromkeys(r["query"] for r in initial):
+        row = {r["optimizer"]: r for r in initial if r["query"] == name}
+        print(f"{name:<10}{row['declarative']['seconds']:>9.4f} ({row['declarative']['ratio_vs_topdown']:>4.1f}x)"
+              f"{row['topdown']['seconds']:>12.4f}{row['bottomup']['seconds']:>9.4f} ({row['bottomup']['ratio_vs_topdown']:>4.1f}x)")
+
+    reopt_records = reoptimization(args.repeat)
+    print("\nQ5 re-optimization: speedup over a full top-down re-optimization (median over the 6 factors)")
+    print(f"{'change':<16}{'declarative':>12}{'procedural':>12}{'entries touched':>17}{'alts touched':>14}")
+    for change in dict.fromkeys(r["change"] for r in reopt_records):
+        rows = [r for r in reopt_records if r["change"] == change]
+        print(f"{change:<16}{statistics.median(r['declarative_speedup'] for r in rows):>11.2f}x"
+              f"{statistics.median(r['procedural_speedup'] for r in rows):>11.2f}x"
+              f"{statistics.median(r['entries_touched'] for r in rows):>16.0%}"
+              f"{statistics.median(r['alternatives_touched'] for r in rows):>14.0%}")
+
+    stream = feedback_stream(args.updates, args.seed)
+    print("\nFeedback stream on Q5 (per update)")
+    for r in stream:
+        print(f"update {r['update']:>2}: plan changed {str(r['plan_changed']):<5} declarative "
+              f"{r['declarative_s'] * 1e3:7.2f} ms  full top-down {r['full_topdown_s'] * 1e3:7.2f} ms  "
+              f"speedup {r['speedup']:.2f}x")
+
+    level_records = [r for r in reopt_records if not r["change"].startswith("scan")]
+    procedural_full = [r["full_topdown_s"] / r["procedural_s"] for r in reopt_records]
+    summary = {
+        "initial_ratio_vs_topdown": {r["query"]: r["ratio_vs_topdown"] for r in initial if r["optimizer"] == "declarative"},
+        "reopt_speedup_median": statistics.median(r["declarative_speedup"] for r in level_records),
+        "reopt_speedup_worst": min(r["declarative_speedup"] for r in level_records),
+        "procedural_incremental_speedup_median": statistics.median(procedural_full),
+        "stream_speedup_median": statistics.median(r["speedup"] for r in stream),
+    }
+    print("\nsummary:", json.dumps(summary, indent=1))
+    records = initial + reopt_records + stream
+    if args.json:
+        Path(args.json).write_text(json.dumps({"records": records, "summary": summary}, indent=1))
+    if args.csv:
+        keys = sorted({k for r in records for k in r})
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(records)
+
+
+if __name__ == "__main__":
+    main()
