@@ -1,0 +1,11 @@
+"""reopt.spark: run reopt's plans on Apache Spark with their join order and strategies forced, read
+back what happened, and compute statistics from data."""
+
+from .data import generate_tpch, load_tpch
+from .execute import execute
+from .metrics import ExecutedNode, executed_tree, observed_cardinalities
+from .session import local_session
+from .statistics import catalog_from_spark
+
+__all__ = ["execute", "catalog_from_spark", "executed_tree", "observed_cardinalities", "ExecutedNode",
+           "local_session", "generate_tpch", "load_tpch"]

@@ -1,0 +1,135 @@
+"""What Spark really did: the executed join tree and each join's output rows, read through py4j
+from a query's executed plan (AQE's adaptive plan and query stages unwrapped), and their mapping to
+``DeltaStats`` observations of the query's expressions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pyspark.sql import DataFrame
+
+from ..optimizer.deltas import DeltaStats
+from ..optimizer.errors import QueryError
+from ..optimizer.query import Query
+
+SPARK_JOINS = {
+    "BroadcastHashJoin": "broadcast_hash_join",
+    "ShuffledHashJoin": "shuffled_hash_join",
+    "SortMergeJoin": "sort_merge_join",
+    "BroadcastNestedLoopJoin": "broadcast_nested_loop_join",
+    "CartesianProduct": "cartesian_product",
+}
+
+
+@dataclass
+class ExecutedNode:
+    """A join or scan of the executed plan, with the query relations below it."""
+
+    strategy: str  # a reopt join operator name, or "scan"
+    relations: frozenset[str]
+    rows: int | None
+    build_right: bool | None = None
+    children: list["ExecutedNode"] = field(default_factory=list)
+
+    def joins(self) -> list["ExecutedNode"]:
+        out = []
+        for child in self.children:
+            out.extend(child.joins())
+        if self.strategy != "scan":
+            out.append(self)
+        return out
+
+
+def _seq(scala_seq) -> list:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _unwrap(node):
+    """Step through AQE wrappers to the physical operator they hold."""
+    while True:
+        name = node.nodeName()
+        if name == "AdaptiveSparkPlan":
+            node = node.executedPlan()
+        elif name.endswith("QueryStage") or name == "ResultQueryStage":
+            node = node.plan()
+        else:
+            return node
+
+
+def _rows(node) -> int | None:
+    option = node.metrics().get("numOutputRows")
+    return int(option.get().value()) if option.isDefined() else None
+
+
+class _Resolver:
+    """Names the query relation a scan reads, from the columns it outputs."""
+
+    def __init__(self, query: Query, tables: Mapping[str, DataFrame]):
+        self.owners: dict[str, set[str]] = {}
+        for alias, table in query.relations:
+            for column in tables[table].columns:
+                self.owners.setdefault(column.lower(), set()).add(alias)
+
+    def relation(self, columns: list[str]) -> str:
+        candidates = None
+        for column in columns:
+            owners = self.owners.get(column.lower(), set())
+            candidates = owners if candidates is None else candidates & owners
+        if not candidates or len(candidates) != 1:
+            raise QueryError(f"cannot tell which relation a scan of columns {columns} reads")
+        return next(iter(candidates))
+
+
+def executed_tree(df: DataFrame, query: Query, tables: Mapping[str, DataFrame]) -> ExecutedNode:
+    """The join tree Spark executed for ``df`` (call after an action, for final AQE plans and metrics)."""
+    resolver = _Resolver(query, tables)
+
+    def walk(node) -> list[ExecutedNode]:
+        node = _unwrap(node)
+        name = node.nodeName()
+        children = [n for child in _seq(node.children()) for n in walk(child)]
+        if name in SPARK_JOINS:
+            relations = frozenset().union(*(c.relations for c in children))
+            build_right = None
+            if name in ("BroadcastHashJoin", "ShuffledHashJoin"):
+                build_right = "BuildRight" in node.buildSide().toString()
+            return [ExecutedNode(SPARK_JOINS[name], relations, _rows(node), build_right, children)]
+        if not children and "Scan" in name:
+            columns = [a.name() for a in _seq(node.output())]
+            return [ExecutedNode("scan", frozenset([resolver.relation(columns)]), _rows(node))]
+        return children
+
+    roots = [n for n in walk(df._jdf.queryExecution().executedPlan()) if n.relations]
+    if len(roots) != 1:
+        raise QueryError(f"expected one join tree in the executed plan, found {len(roots)}")
+    return roots[0]
+
+
+def observed_cardinalities(tree: ExecutedNode, query: Query) -> DeltaStats:
+    """One ``DeltaStats.cardinality`` per join of the executed tree that reported its output rows."""
+    deltas = [DeltaStats.cardinality(sorted(node.relations), node.rows)
+              for node in tree.joins() if node.rows is not None and set(node.relations) <= set(query.aliases)]
+    return DeltaStats.batch(deltas)
+
+
+def describe(tree: ExecutedNode) -> Any:
+    """A compact nested tuple (strategy, children...) for comparisons in tests and logs."""
+    if tree.strategy == "scan":
+        return next(iter(tree.relations))
+    return (tree.strategy, *(describe(c) for c in tree.children))
+
+
+def plan_shape(plan) -> Any:
+    """The same compact form as ``describe`` for a reopt ``Plan`` (enforcers are Spark's business)."""
+    from ..optimizer.plan_space import JOINS, SCAN
+
+    def walk(node):
+        if node.op == SCAN:
+            return plan.query.names(node.expr)[0]
+        if node.op not in JOINS:
+            return walk(node.children[0])
+        return (node.op, *(walk(c) for c in node.children))
+
+    return walk(plan.root)

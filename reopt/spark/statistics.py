@@ -1,0 +1,56 @@
+"""Statistics computed from data: one aggregation job per table (row count, and per column the
+approximate distinct count and, for orderable types, min and max)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..optimizer.catalog import Catalog, ColumnStats, TableStats
+
+# Bytes per value, as Spark's own size estimates assume (DataType.defaultSize).
+_WIDTHS = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.LongType: 8, T.FloatType: 4, T.DoubleType: 8,
+           T.DateType: 4, T.TimestampType: 8, T.BooleanType: 1, T.StringType: 20, T.BinaryType: 100}
+_ORDERED = (T.NumericType, T.DateType, T.TimestampType)
+
+
+def _width(data_type: T.DataType) -> int:
+    if isinstance(data_type, T.DecimalType):
+        return 8 if data_type.precision <= 18 else 16
+    return _WIDTHS.get(type(data_type), 8)
+
+
+def _plain(value):
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()[:10]
+    return value
+
+
+def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> Catalog:
+    """A ``Catalog`` of the given DataFrames (``tables``: table name -> DataFrame)."""
+    stats = {}
+    for name, frame in tables.items():
+        fields = frame.schema.fields
+        aggregates = [F.count(F.lit(1)).alias("__rows")]
+        for f in fields:
+            aggregates.append(F.approx_count_distinct(F.col(f.name)).alias(f"ndv__{f.name}"))
+            if isinstance(f.dataType, _ORDERED):
+                aggregates += [F.min(f.name).alias(f"min__{f.name}"), F.max(f.name).alias(f"max__{f.name}")]
+        row = frame.agg(*aggregates).collect()[0].asDict()
+        columns = {}
+        for f in fields:
+            columns[f.name.lower()] = ColumnStats(
+                float(max(1, row[f"ndv__{f.name}"])),
+                _plain(row.get(f"min__{f.name}")),
+                _plain(row.get(f"max__{f.name}")),
+            )
+        width = float(sum(_width(f.dataType) for f in fields)) or 1.0
+        stats[name.lower()] = TableStats(float(row["__rows"]), width, columns)
+    return Catalog(stats)
