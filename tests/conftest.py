@@ -6,6 +6,7 @@
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -18,3 +19,13 @@ settings.load_profile(os.environ.get("REOPT_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "rules" / "examples"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local Spark session for every Spark test (started on first use)."""
+    from reopt.spark import local_session
+
+    session = local_session("reopt-tests")
+    yield session
+    session.stop()

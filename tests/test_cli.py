@@ -44,7 +44,7 @@ def test_eval_reports_rule_errors_with_location(tmp_path, capsys):
     assert "bad.dl:1:9" in capsys.readouterr().err
 
 
-def test_demo_ends_with_a_summary_line(capsys):
-    assert main(["demo", "--edges", "300", "--updates", "3"]) == 0
+def test_engine_demo_ends_with_a_summary_line(capsys):
+    assert main(["engine-demo", "--edges", "300", "--updates", "3"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("summary: edges=300 ")

@@ -1,25 +1,19 @@
 """reopt plans on a real local Spark: forced order and strategies, results, metrics, statistics.
 
-One session for the whole module (UI off, small configs) over TPC-H data at scale 0.01.
+One session for the whole test run (UI off, small configs; see conftest.py) over TPC-H data at scale
+0.01.
 """
 
 import pytest
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import catalog_from_spark, execute, executed_tree, load_tpch, local_session, observed_cardinalities
+from reopt.spark import catalog_from_spark, execute, executed_tree, load_tpch, observed_cardinalities
 from reopt.spark.metrics import describe, plan_shape
 
 SCALE = 0.01
 BROADCAST_OFF = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0))
 MERGE_ONLY = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0, build_row=1.0))
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = local_session("reopt-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +35,7 @@ def test_executed_plan_has_the_chosen_join_order_and_strategies(spark, tables, c
     plan = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, config).optimize()
     frame = execute(plan, spark, tables)
     frame.collect()
-    executed = executed_tree(frame, plan.query, tables)
+    executed = executed_tree(frame, plan.query)
     assert describe(executed) == plan_shape(plan)
     assert strategy in plan.key()
 
@@ -50,7 +44,7 @@ def test_build_side_of_hash_joins_is_the_plan_s_right_input(spark, tables, catal
     plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog, BROADCAST_OFF).optimize()
     frame = execute(plan, spark, tables)
     frame.collect()
-    hash_joins = [j for j in executed_tree(frame, plan.query, tables).joins() if j.build_right is not None]
+    hash_joins = [j for j in executed_tree(frame, plan.query).joins() if j.build_right is not None]
     assert hash_joins and all(j.build_right for j in hash_joins)
 
 
@@ -67,7 +61,7 @@ def test_observed_join_rows_are_the_true_join_cardinalities(spark, tables, catal
     plan = optimizer.optimize()
     frame = execute(plan, spark, tables)
     frame.collect()
-    executed = executed_tree(frame, plan.query, tables)
+    executed = executed_tree(frame, plan.query)
     query = plan.query
     for join in executed.joins():
         mask = query.mask(join.relations)
@@ -82,7 +76,7 @@ def test_observed_cardinalities_feed_reoptimize(spark, tables, catalog):
     plan = optimizer.optimize()
     frame = execute(plan, spark, tables)
     frame.collect()
-    delta = observed_cardinalities(executed_tree(frame, plan.query, tables), plan.query)
+    delta = observed_cardinalities(executed_tree(frame, plan.query), plan.query)
     assert len(delta) == len(plan.joins())
     new_plan = optimizer.reoptimize(delta)
     full = reopt.Optimizer(optimizer.query, optimizer.catalog).optimize()

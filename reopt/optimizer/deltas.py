@@ -68,13 +68,16 @@ class DeltaStats:
         return f"DeltaStats({list(self.changes)!r})"
 
     def tables_touched(self, query: Query) -> int:
-        """A mask of the relations whose estimates may change (for cost factors: none)."""
+        """A mask of the relations whose estimates may change (for cost factors: none).
+
+        An observed cardinality can move corrections between join predicates anywhere in the query
+        (see ``estimate.py``), so it touches every relation; only facts that change are updated."""
         mask = 0
         for change in self.changes:
             if change.kind == "table":
                 mask |= query.mask(a for a, t in query.relations if t == change.target)
             elif change.kind == "cardinality":
-                mask |= query.mask(change.target)
+                mask |= query.full
             elif change.kind == "selectivity":
                 canonical = query.resolve_predicate(change.target)
                 predicate = query.predicate_texts()[canonical]

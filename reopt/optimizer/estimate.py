@@ -5,11 +5,16 @@ the selectivities of the join predicates inside E, multiplied in one canonical o
 of E sees bit-for-bit the same number (the principle of optimality needs it, and incremental results
 equal from-scratch ones only if the floats do).
 
-Observed cardinalities correct estimates consistently. For every observed expression S (in order of
-size) a correction factor ``corr(S) = observed(S) / (base(S) * prod corr(S') for observed S' < S)``,
-and ``rows(E) = base(E) * prod corr(S) for observed S <= E``: each observed expression gets exactly
-its observed rows, and every expression containing it inherits the correction.
-Estimates never go below one row.
+Observed cardinalities correct estimates consistently. Observations are taken in order of size;
+each one's residual (observed rows over the current estimate) goes
+
+* to a join predicate's selectivity, when exactly one predicate inside the observed expression is
+  not yet fixed by a smaller observation: every expression containing that predicate is corrected,
+  including ones never observed (observing {a, b} and {a, b, c} reveals the selectivity of the
+  predicate joining c, and so {a, c} too);
+* otherwise to the expression itself, and every expression containing it inherits the correction.
+
+Either way each observed expression gets exactly its observed rows. Estimates never go below one row.
 """
 
 from __future__ import annotations
@@ -48,20 +53,25 @@ class Estimator:
             self._leaf_rows.append(stats.rows * selectivity)
             self._widths.append(stats.width)
             self._scanned.append(stats.rows * stats.width)
-        self._joins = []
+        self._joins: list[list] = []  # [pair mask, selectivity], in canonical order
         for p in sorted(query.joins, key=lambda p: p.text):
             sel = catalog.selectivities.get(p.text) or join_selectivity(
                 catalog, query.table_of(p.left.alias), p.left.column, query.table_of(p.right.alias), p.right.column)
-            self._joins.append((query.bit(p.left.alias) | query.bit(p.right.alias), sel))
+            self._joins.append([query.bit(p.left.alias) | query.bit(p.right.alias), sel])
         self._corrections: list[tuple[int, float]] = []
         observed = sorted(((query.mask(names), rows) for names, rows in catalog.observed.items()
                            if set(names) <= set(query.aliases)), key=lambda mr: (bin(mr[0]).count("1"), mr[0]))
+        self._observed = {mask: max(rows, 1.0) for mask, rows in observed}
+        fixed: set[int] = set()
         for mask, rows in observed:
-            estimate = self._base(mask)
-            for sub, factor in self._corrections:
-                if sub & mask == sub:
-                    estimate *= factor
-            self._corrections.append((mask, max(rows, 1.0) / max(estimate, 1.0)))
+            residual = max(rows, 1.0) / max(self._corrected(mask), 1.0)
+            inside = [join for join in self._joins if join[0] & mask == join[0]]
+            open_joins = [join for join in inside if join[0] not in fixed]
+            if len(open_joins) == 1:
+                open_joins[0][1] *= residual
+            else:
+                self._corrections.append((mask, residual))
+            fixed.update(join[0] for join in inside)
 
     def _base(self, mask: int) -> float:
         rows = 1.0
@@ -73,12 +83,16 @@ class Estimator:
                 rows *= sel
         return rows
 
-    def rows(self, mask: int) -> float:
+    def _corrected(self, mask: int) -> float:
         rows = self._base(mask)
         for sub, factor in self._corrections:
             if sub & mask == sub:
                 rows *= factor
-        return max(rows, 1.0)
+        return rows
+
+    def rows(self, mask: int) -> float:
+        observed = self._observed.get(mask)
+        return observed if observed is not None else max(self._corrected(mask), 1.0)
 
     def stats(self, mask: int) -> ExprStats:
         width = 0.0

@@ -89,6 +89,7 @@ def parse_sql(sql: str, catalog: Catalog) -> Query:
         else:
             raise UnsupportedSQLError(
                 f"only equi-joins between two columns are supported across relations, got: {conjunct.sql()}")
+    resolver.qualify_final_step(select)
     return Query(relations, joins, filters, select)
 
 
@@ -114,6 +115,16 @@ class _Resolver:
         self.relations = relations
         self.catalog = catalog
         self.aliases = {alias for alias, _ in relations}
+
+    def qualify_final_step(self, select: exp.Select) -> None:
+        """Qualify the columns of the select list, GROUP BY, HAVING and ORDER BY with their relation;
+        names no relation has (aliases of the select list) stay as they are."""
+        for key in ("expressions", "group", "having", "order"):
+            value = select.args.get(key)
+            for part in value if isinstance(value, list) else [value] if value is not None else []:
+                for column in part.find_all(exp.Column):
+                    if column.table or any(self.catalog.has_column(t, column.name) for _, t in self.relations):
+                        self.resolve(column)
 
     def resolve(self, column: exp.Column) -> str:
         name = column.name.lower()

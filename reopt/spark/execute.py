@@ -1,10 +1,12 @@
 """Run a reopt ``Plan`` on Spark with its join order and join strategies forced.
 
-Each scan is the registered table under the query's relation name with its local filters; each join
-is a DataFrame join in the plan's order, its strategy forced by a hint on the build side
-(``broadcast``, ``shuffle_hash``) or on either side (``merge``). Exchanges and sorts are left to
-Spark's EnsureRequirements, which inserts exactly the enforcers reopt costed. The part of the SQL
-above the joins (select list, GROUP BY, ORDER BY, LIMIT) runs on the joined result as Spark SQL.
+Each scan is the table given for the relation with its local filters, its columns renamed to
+``relation__column`` so that relations with equal column names stay apart; each join is a DataFrame
+join in the plan's order, its strategy forced by a hint on the build side (``broadcast``,
+``shuffle_hash``) or on either side (``merge``). Exchanges and sorts are left to Spark's
+EnsureRequirements, which inserts the enforcers reopt costed. The part of the SQL above the joins
+(select list, GROUP BY, ORDER BY, LIMIT) runs on the joined result as Spark SQL, its column
+references rewritten to the renamed columns.
 """
 
 from __future__ import annotations
@@ -34,16 +36,32 @@ def execute(plan: Plan, spark: SparkSession, tables: Mapping[str, DataFrame]) ->
         raise QueryError(f"no DataFrame given for table(s) {', '.join(missing)}")
     force_plans(spark)
     joined = join_tree(plan.root, query, tables)
-    return _final_step(query, joined, spark)
+    return _final_step(query, joined)
+
+
+def column_name(alias: str, column: str) -> str:
+    return f"{alias}__{column.lower()}"
+
+
+def _renamed(expression: exp.Expression) -> exp.Expression:
+    """A copy whose qualified columns refer to the renamed ``relation__column`` columns."""
+    if isinstance(expression, exp.Column):
+        return exp.column(column_name(expression.table, expression.name)) if expression.table else expression.copy()
+    expression = expression.copy()
+    for column in list(expression.find_all(exp.Column)):
+        if column.table:
+            column.replace(exp.column(column_name(column.table, column.name)))
+    return expression
 
 
 def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame]) -> DataFrame:
     """The DataFrame of one plan node: scans with filters, joins in order with strategy hints."""
     if node.op == SCAN:
         alias = query.names(node.expr)[0]
-        frame = tables[query.table_of(alias)].alias(alias)
+        source = tables[query.table_of(alias)]
+        frame = source.select([F.col(f"`{c}`").alias(column_name(alias, c)) for c in source.columns])
         for f in query.filters_on(alias):
-            frame = frame.where(F.expr(f.expression.sql(dialect="spark")))
+            frame = frame.where(F.expr(_renamed(f.expression).sql(dialect="spark")))
         return frame
     if node.op not in JOINS:
         return join_tree(node.children[0], query, tables)  # enforcers: Spark inserts them itself
@@ -52,19 +70,14 @@ def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame]) -> 
     right = join_tree(right_node, query, tables)
     condition = None
     for p in query.joins_between(left_node.expr, right_node.expr):
-        term = F.col(str(p.left)) == F.col(str(p.right))
+        term = F.col(column_name(p.left.alias, p.left.column)) == F.col(column_name(p.right.alias, p.right.column))
         condition = term if condition is None else condition & term
     return left.join(right.hint(HINTS[node.op]), condition, "inner")
 
 
-def _final_step(query: Query, joined: DataFrame, spark: SparkSession) -> DataFrame:
+def _final_step(query: Query, joined: DataFrame) -> DataFrame:
     if query.select is None:
         return joined
-    names = [c.lower() for c in joined.columns]
-    duplicates = sorted({c for c in names if names.count(c) > 1})
-    if duplicates:
-        raise QueryError(f"columns {', '.join(duplicates)} appear in several relations; "
-                         "the final step cannot tell them apart")
     view = f"reopt_joined_{next(_view_names)}"
     joined.createOrReplaceTempView(view)
     final = query.select.copy()
@@ -72,6 +85,16 @@ def _final_step(query: Query, joined: DataFrame, spark: SparkSession) -> DataFra
     final.set("from_", exp.From(this=exp.to_table(view)))
     final.set("joins", None)
     final.set("where", None)
-    for column in final.find_all(exp.Column):
-        column.set("table", None)
-    return spark.sql(final.sql(dialect="spark"))
+    items = []
+    for item in final.expressions:
+        if isinstance(item, exp.Column) and item.table:
+            item = exp.alias_(_renamed(item), item.name)  # keep the column's own name in the output
+        elif not isinstance(item, exp.Star):
+            item = _renamed(item)
+        items.append(item)
+    final.set("expressions", items)
+    for key in ("group", "having", "order"):
+        if final.args.get(key) is not None:
+            final.set(key, _renamed(final.args[key]))
+    # The joined frame's own session: inside foreachBatch that is a clone of the caller's session.
+    return joined.sparkSession.sql(final.sql(dialect="spark"))

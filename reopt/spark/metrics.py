@@ -6,7 +6,7 @@ from a query's executed plan (AQE's adaptive plan and query stages unwrapped), a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame
 
@@ -63,48 +63,52 @@ def _rows(node) -> int | None:
     return int(option.get().value()) if option.isDefined() else None
 
 
-class _Resolver:
-    """Names the query relation a scan reads, from the columns it outputs."""
-
-    def __init__(self, query: Query, tables: Mapping[str, DataFrame]):
-        self.owners: dict[str, set[str]] = {}
-        for alias, table in query.relations:
-            for column in tables[table].columns:
-                self.owners.setdefault(column.lower(), set()).add(alias)
-
-    def relation(self, columns: list[str]) -> str:
-        candidates = None
-        for column in columns:
-            owners = self.owners.get(column.lower(), set())
-            candidates = owners if candidates is None else candidates & owners
-        if not candidates or len(candidates) != 1:
-            raise QueryError(f"cannot tell which relation a scan of columns {columns} reads")
-        return next(iter(candidates))
+def _relation_of(node, query: Query) -> str | None:
+    """The query relation an operator's output belongs to, from the ``relation__column`` names that
+    ``execute`` gives every scanned column; None if it mixes relations or is not renamed."""
+    prefixes = {a.name().split("__", 1)[0] for a in _seq(node.output()) if "__" in a.name()}
+    names = [a.name() for a in _seq(node.output())]
+    if len(prefixes) == 1 and all("__" in n for n in names):
+        alias = prefixes.pop()
+        return alias if alias in query.aliases else None
+    return None
 
 
-def executed_tree(df: DataFrame, query: Query, tables: Mapping[str, DataFrame]) -> ExecutedNode:
-    """The join tree Spark executed for ``df`` (call after an action, for final AQE plans and metrics)."""
-    resolver = _Resolver(query, tables)
+def _leaf_rows(node) -> int | None:
+    """Rows read by the scan at the bottom of a single-input chain of operators."""
+    while _seq(node.children()):
+        node = _unwrap(_seq(node.children())[0])
+    return _rows(node)
+
+
+def executed_tree(df: DataFrame, query: Query) -> ExecutedNode:
+    """The join tree Spark executed for ``df``, a frame built by ``execute`` (call it after an action,
+    so that AQE's final plan and the metrics are there)."""
 
     def walk(node) -> list[ExecutedNode]:
         node = _unwrap(node)
         name = node.nodeName()
-        children = [n for child in _seq(node.children()) for n in walk(child)]
         if name in SPARK_JOINS:
+            children = [n for child in _seq(node.children()) for n in walk(child)]
             relations = frozenset().union(*(c.relations for c in children))
             build_right = None
             if name in ("BroadcastHashJoin", "ShuffledHashJoin"):
                 build_right = "BuildRight" in node.buildSide().toString()
             return [ExecutedNode(SPARK_JOINS[name], relations, _rows(node), build_right, children)]
-        if not children and "Scan" in name:
-            columns = [a.name() for a in _seq(node.output())]
-            return [ExecutedNode("scan", frozenset([resolver.relation(columns)]), _rows(node))]
-        return children
+        alias = _relation_of(node, query)
+        if alias is not None and not _contains_join(node):
+            return [ExecutedNode("scan", frozenset([alias]), _leaf_rows(node))]
+        return [n for child in _seq(node.children()) for n in walk(child)]
 
     roots = [n for n in walk(df._jdf.queryExecution().executedPlan()) if n.relations]
     if len(roots) != 1:
         raise QueryError(f"expected one join tree in the executed plan, found {len(roots)}")
     return roots[0]
+
+
+def _contains_join(node) -> bool:
+    node = _unwrap(node)
+    return node.nodeName() in SPARK_JOINS or any(_contains_join(c) for c in _seq(node.children()))
 
 
 def observed_cardinalities(tree: ExecutedNode, query: Query) -> DeltaStats:

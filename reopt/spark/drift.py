@@ -1,0 +1,96 @@
+"""A drifting workload: a stream of events joined with static dimension tables, where the share of
+events that survive each dimension's filter changes over time, so the best join order changes
+mid-stream.
+
+Dimension ``d{i}(k, grp, label)`` has ``dimension_keys`` keys, each on ``fanout`` rows (so a join
+with a dimension multiplies the events it keeps by ``fanout``); the query keeps the rows with
+``grp < kept_percent``. Each event carries one key per dimension; in batch ``b``, a key of dimension
+``i`` falls in the kept part with probability ``match_share(b, i)``. The selective dimension
+rotates: in each phase one dimension keeps 2% of the events and the others 50-90%, so joining a
+non-selective dimension first inflates the intermediate result several times over. Keys are drawn
+with Zipf-like skew (``u ** zipf`` over the key range). The optimizer's estimates assume uniform data
+(``kept_percent`` everywhere), so only runtime feedback reveals which join to do first. With the
+defaults the filtered dimensions are too large to broadcast, so intermediate results are shuffled
+and a poor join order costs real time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+SELECTIVE_SHARE = 0.02
+OTHER_SHARES = (0.9, 0.6, 0.75, 0.5)
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    batches: int = 12
+    rows_per_batch: int = 200_000
+    dimensions: int = 3
+    dimension_keys: int = 20_000
+    fanout: int = 4
+    kept_percent: int = 50
+    phases: int = 3
+    zipf: float = 1.5
+    seed: int = 7
+
+
+def match_share(config: DriftConfig, batch: int, dimension: int) -> float:
+    """Share of batch ``batch``'s events whose key of ``dimension`` passes the dimension's filter."""
+    phase = batch * config.phases // config.batches
+    if phase % config.dimensions == dimension:
+        return SELECTIVE_SHARE
+    return OTHER_SHARES[(dimension + phase) % len(OTHER_SHARES)]
+
+
+def query_sql(config: DriftConfig) -> str:
+    dims = range(config.dimensions)
+    tables = ", ".join(["events"] + [f"d{i}" for i in dims])
+    joins = " and ".join(f"events.k{i} = d{i}.k" for i in dims)
+    filters = " and ".join(f"d{i}.grp < {config.kept_percent}" for i in dims)
+    return f"select count(*) as matches, sum(events.v) as total from {tables} where {joins} and {filters}"
+
+
+def _key(config: DriftConfig, matching: bool, seed: int):
+    """A key whose ``grp`` (key % 100) is below ``kept_percent`` when ``matching``, not otherwise."""
+    blocks = max(1, config.dimension_keys // 100)
+    kept = config.kept_percent
+    block = F.floor(F.pow(F.rand(seed), F.lit(config.zipf)) * blocks) * 100
+    offset = F.floor(F.rand(seed + 1) * kept) if matching else F.floor(F.rand(seed + 2) * (100 - kept)) + kept
+    return (block + offset).cast("long")
+
+
+def events_batch(spark: SparkSession, config: DriftConfig, batch: int) -> DataFrame:
+    frame = spark.range(config.rows_per_batch).withColumnRenamed("id", "event_id")
+    for i in range(config.dimensions):
+        share = match_share(config, batch, i)
+        seed = (config.seed * 10_000 + batch * 100 + i * 10) * 7
+        frame = frame.withColumn(
+            f"k{i}",
+            F.when(F.rand(seed) < share, _key(config, True, seed + 3)).otherwise(_key(config, False, seed + 6)))
+    return frame.withColumn("v", (F.col("event_id") % 97).cast("long"))
+
+
+def dimension(spark: SparkSession, config: DriftConfig, index: int) -> DataFrame:
+    return (spark.range(config.dimension_keys * config.fanout)
+            .withColumn("k", (F.col("id") / config.fanout).cast("long")).drop("id")
+            .withColumn("grp", (F.col("k") % 100).cast("int"))
+            .withColumn("label", F.concat(F.lit(f"d{index}-"), F.col("k").cast("string"))))
+
+
+def write_workload(spark: SparkSession, config: DriftConfig, directory: str | Path) -> dict[str, Path]:
+    """Dimension tables and one parquet file per event batch (``events/batch=NNNN``) under ``directory``."""
+    directory = Path(directory)
+    paths = {f"d{i}": directory / f"d{i}" for i in range(config.dimensions)}
+    for i in range(config.dimensions):
+        dimension(spark, config, i).write.mode("overwrite").parquet(str(paths[f"d{i}"]))
+    events = directory / "events"
+    for batch in range(config.batches):
+        (events_batch(spark, config, batch).coalesce(1).write.mode("overwrite")
+         .parquet(str(events / f"batch={batch:04d}")))
+    paths["events"] = events
+    return paths
