@@ -84,6 +84,12 @@ def _leaf_rows(node) -> int | None:
 def executed_tree(df: DataFrame, query: Query) -> ExecutedNode:
     """The join tree Spark executed for ``df``, a frame built by ``execute`` (call it after an action,
     so that AQE's final plan and the metrics are there)."""
+    return executed_tree_of(df._jdf.queryExecution().executedPlan(), query)
+
+
+def executed_tree_of(physical_plan, query: Query) -> ExecutedNode:
+    """The join tree of a JVM physical plan (``QueryExecution.executedPlan()``) of a frame built by
+    ``execute``; ``QueryError`` if it is not a plan of ``query``."""
 
     def walk(node) -> list[ExecutedNode]:
         node = _unwrap(node)
@@ -100,7 +106,7 @@ def executed_tree(df: DataFrame, query: Query) -> ExecutedNode:
             return [ExecutedNode("scan", frozenset([alias]), _leaf_rows(node))]
         return [n for child in _seq(node.children()) for n in walk(child)]
 
-    roots = [n for n in walk(df._jdf.queryExecution().executedPlan()) if n.relations]
+    roots = [n for n in walk(physical_plan) if n.relations]
     if len(roots) != 1:
         raise QueryError(f"expected one join tree in the executed plan, found {len(roots)}")
     return roots[0]

@@ -1,0 +1,126 @@
+"""The listener hook: runtime metrics reach the optimizer by themselves.
+
+``attach(spark, optimizer)`` registers a ``QueryExecutionListener`` (a JVM interface implemented in
+Python through py4j). py4j makes a new JVM proxy each time a Python object crosses over, so the hook
+creates the proxy once and keeps that JVM reference (and the Python object) for register and
+unregister alike. After every
+successful action whose executed plan is a plan of the optimizer's query (built by ``execute``), the
+listener reads each join's output rows, re-optimizes, and makes the new plan the hook's ``plan``.
+
+Spark calls listeners on its listener bus, after the action has finished, so the hook never delays
+a job; and it never fails one: an error in the hook is logged once, counted, and the last good plan
+stays. ``detach`` unregisters it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql import SparkSession
+
+from ..optimizer.errors import QueryError
+from ..optimizer.optimizer import Optimizer
+from ..optimizer.plan import Plan
+from .metrics import executed_tree_of, observed_cardinalities
+
+log = logging.getLogger(__name__)
+
+
+class MetricsHook:
+    def __init__(self, spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None):
+        self.spark = spark
+        self.optimizer = optimizer
+        self.on_plan = on_plan
+        self.plan = optimizer.optimize()
+        self.updates = 0  # plans of the query seen and fed back
+        self.errors = 0
+        self._logged = False
+        self._lock = threading.Lock()
+        self._seen = threading.Condition(self._lock)
+        self._listener = _Listener(self)
+        self._proxy = None
+        self._attached = False
+
+    def attach(self) -> "MetricsHook":
+        if not self._attached:
+            gateway = self.spark.sparkContext._gateway
+            ensure_callback_server_started(gateway)
+            if self._proxy is None:
+                self._proxy = gateway.jvm.java.util.Collections.singletonList(self._listener).get(0)
+            self.spark._jsparkSession.listenerManager().register(self._proxy)
+            self._attached = True
+        return self
+
+    def detach(self) -> None:
+        if self._attached:
+            self._attached = False
+            self.spark._jsparkSession.listenerManager().unregister(self._proxy)
+
+    @property
+    def attached(self) -> bool:
+        return self._attached
+
+    def wait_for(self, events: int, timeout: float = 30.0) -> bool:
+        """Block until ``events`` plans were handled (fed back or failed); for tests and scripts."""
+        with self._seen:
+            return self._seen.wait_for(lambda: self.updates + self.errors >= events, timeout)
+
+    def _handle(self, physical_plan) -> None:
+        if not self._attached:
+            return
+        try:
+            tree = executed_tree_of(physical_plan, self.optimizer.query)
+        except QueryError:
+            return  # some other query: not ours to learn from
+        except Exception as exc:  # noqa: BLE001 - a hook must never fail the job
+            self._failed(exc)
+            return
+        try:
+            with self._lock:
+                plan = self.optimizer.reoptimize(observed_cardinalities(tree, self.optimizer.query))
+                if self.on_plan is not None:
+                    self.on_plan(plan)
+                self.plan = plan
+                self.updates += 1
+                self._seen.notify_all()
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        with self._lock:
+            self.errors += 1
+            if not self._logged:
+                log.error("reopt metrics hook failed (keeping the last good plan): %s: %s", type(exc).__name__, exc)
+                self._logged = True
+            self._seen.notify_all()
+
+
+class _Listener:
+    """org.apache.spark.sql.util.QueryExecutionListener, implemented in Python."""
+
+    def __init__(self, hook: MetricsHook):
+        self.hook = hook
+
+    def onSuccess(self, function_name, query_execution, duration_ns):  # noqa: N802 - JVM interface
+        try:
+            self.hook._handle(query_execution.executedPlan())
+        except Exception:  # noqa: BLE001 - nothing may escape into Spark's listener bus
+            pass
+
+    def onFailure(self, function_name, query_execution, exception):  # noqa: N802 - JVM interface
+        return None
+
+    class Java:
+        implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
+
+
+def attach(spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None) -> MetricsHook:
+    """Register a hook that feeds ``optimizer`` after every action on a plan of its query."""
+    return MetricsHook(spark, optimizer, on_plan).attach()
+
+
+def detach(hook: MetricsHook) -> None:
+    hook.detach()
