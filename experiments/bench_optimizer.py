@@ -13,20 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import reopt
+from timing import timed
 from reopt.optimizer.estimate import Estimator
 from reopt.optimizer.workloads import TPCH
 
 FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)
 
 
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
 
 
 def bench(name: str, sql: str, runs: int) -> dict:

@@ -23,10 +23,10 @@ import csv
 import json
 import random
 import statistics
-import time
 from pathlib import Path
 
 import reopt
+from timing import median_time, timed
 from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
 from reopt.optimizer.estimate import Estimator
 from reopt.optimizer.workloads import TPCH, generated
@@ -43,20 +43,7 @@ Q5_LEVELS = [
 ]
 
 
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
-
-def timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
 
 
 def initial_optimization(repeat: int) -> list[dict]:

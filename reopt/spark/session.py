@@ -9,6 +9,8 @@ against the executed plan, so a Spark version that behaves otherwise fails them.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from pyspark.sql import SparkSession
 
 FORCING_CONFIG = {
@@ -17,14 +19,15 @@ FORCING_CONFIG = {
 
 
 def local_session(app: str = "reopt", master: str = "local[2]", shuffle_partitions: int = 4,
-                  driver_memory: str = "2g") -> SparkSession:
-    """A small, quiet session (UI off) with the settings that let reopt force its plans."""
+                  driver_memory: str = "2g", extra: Mapping[str, str] | None = None) -> SparkSession:
+    """A small, quiet session (UI off) with the settings that let reopt force its plans; ``extra``
+    adds settings (static ones, such as the warehouse directory, only take effect here)."""
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.driver.memory", driver_memory))
-    for key, value in FORCING_CONFIG.items():
+    for key, value in {**FORCING_CONFIG, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
