@@ -100,3 +100,16 @@ def test_estimates_are_never_below_one_row():
     catalog.table("a").rows = 0.0
     assert Estimator(query, catalog).rows(query.full) == 1.0
     assert not math.isnan(Estimator(query, catalog).rows(query.bit("a")))
+
+
+def test_widths_count_only_the_columns_a_relation_contributes():
+    from reopt.optimizer.estimate import Estimator
+    from reopt.optimizer.workloads import TPCH
+
+    catalog = reopt.Catalog.tpch(1)
+    query = reopt.Optimizer.from_sql(TPCH["Q3"], catalog).query
+    customer = catalog.table("customer")
+    stats = Estimator(query, catalog).stats(query.mask(["customer"]))
+    assert query.needed_columns("customer") == {"c_custkey"}
+    assert stats.width == customer.column_width("c_custkey")
+    assert stats.scanned == customer.rows * (customer.column_width("c_custkey") + customer.column_width("c_mktsegment"))

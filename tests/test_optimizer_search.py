@@ -89,8 +89,9 @@ def test_reoptimize_tracks_full_reoptimization_on_tpch_q5(q5_optimizer, data):
 def test_observed_cardinality_changes_the_join_order_of_q5():
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1))
     before = optimizer.optimize()
-    after = optimizer.reoptimize(reopt.DeltaStats.cardinality(["customer", "orders"], 5e7))
-    assert after.join_order() != before.join_order()
+    assert "(lineitem BHJ orders)" in before.join_order()
+    after = optimizer.reoptimize(reopt.DeltaStats.cardinality(["lineitem", "orders"], 1e8))
+    assert "(lineitem BHJ orders)" not in after.join_order()
     assert_equals_full(optimizer, after)
 
 

@@ -23,6 +23,7 @@ class ColumnStats:
     min: Any = None
     max: Any = None
     histogram: list[Any] | None = None  # equi-depth bucket bounds, ascending; each bucket holds 1/(n-1)
+    width: float | None = None  # bytes per value; unknown: an even share of the row width
 
 
 @dataclass
@@ -34,6 +35,13 @@ class TableStats:
     @property
     def bytes(self) -> float:
         return self.rows * self.width
+
+    def column_width(self, column: str) -> float:
+        """Bytes per value of one column: measured if known, else an even share of the row."""
+        stats = self.columns.get(column.lower())
+        if stats is not None and stats.width is not None:
+            return stats.width
+        return self.width / max(1, len(self.columns))
 
 
 def check_count(value: Any, what: str, allow_zero: bool = True) -> float:
@@ -117,7 +125,10 @@ class Catalog:
                 if histogram is not None and (not isinstance(histogram, list) or len(histogram) < 2
                                               or histogram != sorted(histogram)):
                     raise StatisticsError(f"histogram of '{name}.{col}' must be at least two ascending bounds")
-                columns[col.lower()] = ColumnStats(ndv, cspec.get("min"), cspec.get("max"), histogram)
+                col_width = cspec.get("width")
+                if col_width is not None:
+                    col_width = check_count(col_width, f"width of column '{name}.{col}'", allow_zero=False)
+                columns[col.lower()] = ColumnStats(ndv, cspec.get("min"), cspec.get("max"), histogram, col_width)
             tables[name.lower()] = TableStats(rows, width, columns)
         selectivities = {k: check_selectivity(v, f"selectivity of '{k}'")
                          for k, v in (data.get("selectivities") or {}).items()}

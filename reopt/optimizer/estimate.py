@@ -5,6 +5,9 @@ the selectivities of the join predicates inside E, multiplied in one canonical o
 of E sees bit-for-bit the same number (the principle of optimality needs it, and incremental results
 equal from-scratch ones only if the floats do).
 
+Widths count only the columns a relation contributes (join keys and what the SQL's final step
+uses); scans read those plus the columns their filters test, as Spark's column pruning does.
+
 Observed cardinalities correct estimates consistently. Observations are taken in order of size;
 each one's residual (observed rows over the current estimate) goes
 
@@ -26,6 +29,13 @@ from .query import Query
 from .selectivity import conjunction_selectivity, join_selectivity
 
 
+def _width(stats, columns: set[str] | None) -> float:
+    """Bytes per row of the given columns (columnar storage reads and carries only those)."""
+    if columns is None:
+        return stats.width
+    return sum(stats.column_width(c) for c in sorted(columns)) or 1.0
+
+
 @dataclass(frozen=True)
 class ExprStats:
     rows: float
@@ -42,6 +52,7 @@ class Estimator:
         self._scanned: list[float] = []
         for alias, table in query.relations:
             stats = catalog.table(table)
+            out_columns, read_columns = query.needed_columns(alias), query.read_columns(alias)
             filters = sorted(query.filters_on(alias), key=lambda f: f.text)
             selectivity = 1.0
             for f in filters:  # selectivities learnt at run time win over estimates
@@ -51,8 +62,8 @@ class Estimator:
             if estimated:
                 selectivity *= conjunction_selectivity(estimated, stats)
             self._leaf_rows.append(stats.rows * selectivity)
-            self._widths.append(stats.width)
-            self._scanned.append(stats.rows * stats.width)
+            self._widths.append(_width(stats, out_columns))
+            self._scanned.append(stats.rows * _width(stats, read_columns))
         self._joins: list[list] = []  # [pair mask, selectivity], in canonical order
         for p in sorted(query.joins, key=lambda p: p.text):
             sel = catalog.selectivities.get(p.text) or join_selectivity(

@@ -172,6 +172,26 @@ class Query:
     def filters_on(self, alias: str) -> list[Filter]:
         return [f for f in self.filters if f.alias == alias]
 
+    def needed_columns(self, alias: str) -> set[str] | None:
+        """The columns of a relation that leave its scan: join keys and what the final step uses.
+        None means all of them (no final step is known, or it selects ``*``)."""
+        if self.select is None or any(isinstance(e, exp.Star) for e in self.select.expressions):
+            return None
+        alias = alias.lower()
+        needed = {ref.column for p in self.joins for ref in (p.left, p.right) if ref.alias == alias}
+        for key in ("expressions", "group", "having", "order"):
+            value = self.select.args.get(key)
+            for part in value if isinstance(value, list) else [value] if value is not None else []:
+                needed |= {c.name.lower() for c in part.find_all(exp.Column) if (c.table or "").lower() == alias}
+        return needed
+
+    def read_columns(self, alias: str) -> set[str] | None:
+        """The columns a scan of the relation reads: the needed ones and those its filters test."""
+        needed = self.needed_columns(alias)
+        if needed is None:
+            return None
+        return needed | {c.name.lower() for f in self.filters_on(alias) for c in f.expression.find_all(exp.Column)}
+
     def join_keys(self, left: int, right: int) -> list[str]:
         """The key-equivalence classes joining two expressions, sorted by name."""
         return sorted({self.key_class[p.left] for p in self.joins_between(left, right)})

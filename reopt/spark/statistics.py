@@ -50,6 +50,7 @@ def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> 
                 float(max(1, row[f"ndv__{f.name}"])),
                 _plain(row.get(f"min__{f.name}")),
                 _plain(row.get(f"max__{f.name}")),
+                width=float(_width(f.dataType)),
             )
         width = float(sum(_width(f.dataType) for f in fields)) or 1.0
         stats[name.lower()] = TableStats(float(row["__rows"]), width, columns)
