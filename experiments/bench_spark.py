@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--broadcast-mb", type=float, default=10.0,
+                        help="reopt's broadcast threshold in MB of estimated in-memory bytes (default 10, as Spark's)")
     parser.add_argument("--json", help="write records and summary to this file")
     args = parser.parse_args()
 
@@ -53,8 +55,9 @@ def main() -> None:
     catalog = catalog_from_spark(spark, {**dims, "events": batches[0]})
     sql = query_sql(config)
 
-    adaptive = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog), spark, dims, "events")
-    static = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog), spark, dims, "events", adaptive=False)
+    settings = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=args.broadcast_mb * 1024 * 1024))
+    adaptive = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events")
+    static = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events", adaptive=False)
     for name, frame in dims.items():
         frame.createOrReplaceTempView(name)
         frame.write.mode("overwrite").saveAsTable(f"cbo_{name}")

@@ -2,7 +2,7 @@
 events that survive each dimension's filter changes over time, so the best join order changes
 mid-stream.
 
-Dimension ``d{i}(k, grp, label)`` has ``dimension_keys`` keys, each on ``fanout`` rows (so a join
+Dimension ``d{i}(k, grp, w, label)`` has ``dimension_keys`` keys, each on ``fanout`` rows (so a join
 with a dimension multiplies the events it keeps by ``fanout``); the query keeps the rows with
 ``grp < kept_percent``. Each event carries one key per dimension; in batch ``b``, a key of dimension
 ``i`` falls in the kept part with probability ``match_share(b, i)``. The selective dimension
@@ -52,7 +52,8 @@ def query_sql(config: DriftConfig) -> str:
     tables = ", ".join(["events"] + [f"d{i}" for i in dims])
     joins = " and ".join(f"events.k{i} = d{i}.k" for i in dims)
     filters = " and ".join(f"d{i}.grp < {config.kept_percent}" for i in dims)
-    return f"select count(*) as matches, sum(events.v) as total from {tables} where {joins} and {filters}"
+    weights = " + ".join(["events.v"] + [f"d{i}.w" for i in dims])
+    return f"select count(*) as matches, sum({weights}) as total from {tables} where {joins} and {filters}"
 
 
 def _key(config: DriftConfig, matching: bool, seed: int):
@@ -79,6 +80,7 @@ def dimension(spark: SparkSession, config: DriftConfig, index: int) -> DataFrame
     return (spark.range(config.dimension_keys * config.fanout)
             .withColumn("k", (F.col("id") / config.fanout).cast("long")).drop("id")
             .withColumn("grp", (F.col("k") % 100).cast("int"))
+            .withColumn("w", (F.col("k") % 13).cast("long"))
             .withColumn("label", F.concat(F.lit(f"d{index}-"), F.col("k").cast("string"))))
 
 
