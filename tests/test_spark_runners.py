@@ -67,5 +67,6 @@ def test_stream_runs_one_plan_per_micro_batch_with_static_results(spark, tmp_pat
     assert [r.batch for r in result.adaptive] == [0, 1, 2, 3]
     assert [r.input_rows for r in result.adaptive] == [30_000] * 4
     assert result.same_results
+    assert all(r.trigger_s is not None and r.trigger_s >= r.batch_s - 0.01 for r in result.adaptive)
     assert seen == [("static", b) for b in range(4)] + [("adaptive", b) for b in range(4)]
     assert result.summary().startswith("summary: batches=4 plan_changes=")

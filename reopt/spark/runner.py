@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
 
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.optimizer import Optimizer
@@ -35,6 +36,7 @@ class BatchRecord:
     batch_s: float
     input_rows: int | None
     result: list
+    trigger_s: float | None = None  # Spark's own duration of the micro-batch (streams only)
 
 
 class AdaptiveRunner:
@@ -92,13 +94,49 @@ def run_partitions(runner: AdaptiveRunner, partitions: Iterable[DataFrame]) -> l
     return runner.records
 
 
+class ProgressListener(StreamingQueryListener):
+    """Collects Spark's progress of one streaming query: input rows and trigger time per micro-batch."""
+
+    def __init__(self) -> None:
+        self.query_id: str | None = None
+        self.progress: dict[int, tuple[int, float]] = {}
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802 - Spark's listener interface
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802
+        progress = event.progress
+        if self.query_id is None or str(progress.id) == self.query_id:
+            self.progress[progress.batchId] = (progress.numInputRows,
+                                               progress.durationMs.get("triggerExecution", 0) / 1000)
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802
+        pass
+
+
 def run_stream(runner: AdaptiveRunner, source: DataFrame, checkpoint: str) -> list[BatchRecord]:
     """A Structured Streaming run over ``source`` (a streaming DataFrame), one plan per micro-batch.
 
     Uses ``trigger(availableNow=True)``: every micro-batch available now is processed, then the query
-    stops. Errors inside a micro-batch stop the stream and are raised here.
+    stops. A ``StreamingQueryListener`` adds Spark's own trigger time to each batch's record. Errors
+    inside a micro-batch stop the stream and are raised here.
     """
-    query = (source.writeStream.foreachBatch(lambda frame, batch_id: runner.run_batch(frame, batch_id))
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-    query.awaitTermination()
+    listener = ProgressListener()
+    runner.spark.streams.addListener(listener)
+    try:
+        query = (source.writeStream.foreachBatch(lambda frame, batch_id: runner.run_batch(frame, batch_id))
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        listener.query_id = str(query.id)
+        query.awaitTermination()
+        deadline = time.monotonic() + 10  # progress events arrive asynchronously after each batch
+        while time.monotonic() < deadline and not all(r.batch in listener.progress for r in runner.records):
+            time.sleep(0.05)
+    finally:
+        runner.spark.streams.removeListener(listener)
+    for record in runner.records:
+        if record.batch in listener.progress:
+            record.trigger_s = listener.progress[record.batch][1]
     return runner.records
