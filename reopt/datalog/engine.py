@@ -15,6 +15,7 @@ Maintenance methods, chosen per stratum by ``Program`` (see docs/dialect.md, "Ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import DatalogError, DeltaError, EvaluationError, ProgramError
@@ -288,15 +289,18 @@ def _checked_function(name: str, fn: Callable[..., Any], n_outputs: int) -> Call
             return [()] if result else []
         if result is None:
             raise EvaluationError(f"function '{name}{args!r}' returned None; return an iterable of rows")
-        rows = []
-        for row in result:
+        rows = result if isinstance(result, (list, tuple)) else list(result)
+        if all(type(row) is tuple and len(row) == n_outputs for row in rows):
+            return rows  # the common case: already a sequence of right-sized tuples
+        checked = []
+        for row in rows:
             row = tuple(row) if isinstance(row, (tuple, list)) else row
             if not isinstance(row, tuple) or len(row) != n_outputs:
                 raise EvaluationError(
                     f"function '{name}{args!r}' produced {row!r}; each row must be a tuple of {n_outputs} values"
                 )
-            rows.append(row)
-        return rows
+            checked.append(row)
+        return checked
 
     return call
 
@@ -380,7 +384,7 @@ class _StratumRun:
                 change = changes.get(plan.delta_relation)
                 if not change:
                     continue
-                delta = [(row, 1) for row in change.plus] + [(row, -1) for row in change.minus]
+                delta = chain(zip(change.plus, repeat(1)), zip(change.minus, repeat(-1)))
                 plan_views = [view(name, mode) for name, mode, _how, _pos in plan.views]
                 fns = [engine._functions[name] for name in plan.functions]
                 try:

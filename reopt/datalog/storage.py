@@ -7,6 +7,7 @@ engine back exactly as it was.
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable
 
 from sortedcontainers import SortedDict
@@ -19,7 +20,7 @@ def _key_function(positions: tuple[int, ...]) -> Callable[[Row], tuple]:
     if len(positions) == 1:
         (p,) = positions
         return lambda row: (row[p],)
-    return lambda row: tuple([row[p] for p in positions])
+    return itemgetter(*positions)  # a tuple for two or more positions
 
 
 class Relation:
