@@ -64,15 +64,6 @@ def initial_optimization(repeat: int) -> list[dict]:
     return records
 
 
-def touched_shares(optimizer: reopt.Optimizer) -> tuple[float, float]:
-    last = optimizer.engine.stats.last
-    entries = len(optimizer.engine.rows("BestCost"))
-    alternatives = len(optimizer.engine.rows("PlanCost"))
-    entry_changes = last["BestCost"].inserted + last["BestCost"].deleted
-    alternative_changes = last["PlanCost"].inserted + last["PlanCost"].deleted
-    return min(1.0, entry_changes / 2 / entries), min(1.0, alternative_changes / 2 / alternatives)
-
-
 def reoptimization(repeat: int) -> list[dict]:
     catalog = reopt.Catalog.tpch(1)
     declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
@@ -84,7 +75,8 @@ def reoptimization(repeat: int) -> list[dict]:
 
     def run(label: str, change: str, delta: reopt.DeltaStats, revert: reopt.DeltaStats) -> None:
         plan, declarative_s = timed(lambda: declarative.reoptimize(delta))
-        entries, alternatives = touched_shares(declarative)
+        metrics = declarative.metrics()
+        entries, alternatives = metrics.entries_touched_ratio, metrics.alternatives_touched_ratio
         procedural_plan, procedural_s = timed(lambda: procedural.reoptimize(delta))
         full_catalog = declarative.catalog
         full = TopDownOptimizer(query, full_catalog)

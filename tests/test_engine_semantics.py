@@ -173,3 +173,23 @@ def test_values_may_be_tuples_and_frozensets():
     engine.insert("e", [(frozenset({1, 2}),)])
     engine.run()
     assert engine.rows("p") == {(frozenset({1, 2}), frozenset({1})), (frozenset({1, 2}), frozenset({2}))}
+
+
+def test_touched_counts_distinct_groups_of_an_aggregate():
+    engine = engine_for(".input e(g, v).\nm(g, min<v>) :- e(g, v).")
+    engine.insert("e", [("a", 3), ("a", 5), ("b", 1)])
+    engine.run()
+    engine.delete("e", [("a", 3)])
+    engine.insert("e", [("b", 0)])
+    engine.run()
+    assert engine.stats.last["m"].touched == 2
+    assert engine.stats.last["m"].updated == 2
+
+
+def test_touched_rows_are_those_whose_visibility_changed_in_the_last_run():
+    engine = Engine(Program.load(EXAMPLES / "transitive_closure.dl"))
+    engine.insert("edge", [(1, 2), (2, 3)])
+    engine.run()
+    engine.delete("edge", [(2, 3)])
+    engine.run()
+    assert engine.touched_rows("path") == {(2, 3), (1, 3)}

@@ -117,3 +117,18 @@ def test_cost_factor_of_broadcast_moves_plans_away_from_broadcast_joins():
     after = optimizer.reoptimize(reopt.DeltaStats.cost_factor("broadcast_hash_join", 1e6))
     assert "broadcast_hash_join" not in after.key()
     assert_equals_full(optimizer, after)
+
+
+def test_metrics_count_entries_and_alternatives_alive_and_touched():
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q3"], reopt.Catalog.tpch(1))
+    optimizer.optimize()
+    first = optimizer.metrics()
+    assert first.entries_alive == len(optimizer.engine.rows("BestCost"))
+    assert first.alternatives_alive == len(optimizer.engine.rows("PlanCost"))
+    assert first.entries_derived_total == first.entries_alive
+    assert first.entries_touched_last == first.entries_alive
+    optimizer.reoptimize(reopt.DeltaStats.table("customer", rows=15_000))
+    after = optimizer.metrics()
+    assert 0 < after.entries_touched_last < after.entries_alive
+    assert 0 < after.alternatives_touched_last < after.alternatives_alive
+    assert after.state_values == first.state_values  # the same plan space, other costs

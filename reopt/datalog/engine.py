@@ -88,6 +88,8 @@ class Engine:
             else:
                 self._counts[name] = {}
         self._pending: dict[str, dict[Row, int]] = {}
+        self._touched: dict[str, set[Row]] = {}
+        self._last_touched: dict[str, set[Row]] = {}
         self._seeded = False
         self.stats = Stats(program.relations)
 
@@ -158,6 +160,11 @@ class Engine:
         """The relation's visible rows."""
         return set(self._relation(relation).rows)
 
+    def touched_rows(self, relation: str) -> set[Row]:
+        """Rows of a derived relation whose visibility changed at some point during the last run."""
+        self._relation(relation)
+        return set(self._last_touched.get(relation, ()))
+
     def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set[Row]:
         """Visible rows whose values at ``positions`` equal ``key`` (an index is kept from then on)."""
         return set(self._relation(relation).ensure_index(tuple(positions)).get(tuple(key), ()))
@@ -169,6 +176,14 @@ class Engine:
             agg = self._aggregates[relation]
             return {agg.row(g, v): agg.count_of(g, v) for g, v in agg.current.items()}
         return dict(self._counts[relation])
+
+    def state_size(self) -> int:
+        """Values the engine holds: every stored row's values, every derivation count (key and count),
+        and every aggregate candidate (value and count). A repeatable measure of state, unlike bytes."""
+        size = sum(len(r.rows) * max(1, r.arity) for r in self._relations.values())
+        size += sum(2 * len(counts) for counts in self._counts.values())
+        size += sum(2 * len(values) for agg in self._aggregates.values() for values in agg.candidates.values())
+        return size
 
     def candidates(self, relation: str, group: tuple) -> dict[Any, int]:
         """Every candidate value of an aggregate group, with its derivation count."""
@@ -192,6 +207,7 @@ class Engine:
         """
         journal: Journal = []
         self.stats.begin()
+        self._touched = {}
         try:
             changes = self._evaluate(journal)
         except BaseException as exc:
@@ -210,6 +226,7 @@ class Engine:
             raise EvaluationError(f"evaluation failed: {type(exc).__name__}: {exc}") from exc
         self._pending.clear()
         self._seeded = True
+        self._last_touched = self._touched
         self.stats.commit()
         return self._result(changes)
 
@@ -540,6 +557,10 @@ class _StratumRun:
     def net_changes(self) -> dict[str, _Change]:
         changes = {}
         for name, original in self.original.items():
+            agg = self.engine._aggregates.get(name)
+            touched = len({agg.split(r)[0] for r in original}) if agg is not None else len(original)
+            self.engine.stats.record_touched(name, touched)
+            self.engine._touched.setdefault(name, set()).update(original)
             rows = self.engine._relations[name].rows
             change = _Change(
                 {r for r, was in original.items() if not was and r in rows},

@@ -1,7 +1,8 @@
 """Per-relation instrumentation: what the last ``run()`` and all runs so far did to each relation.
 
-The optimizer's update and pruning ratios are computed from these counters, so they count work, not
-only net effect: a row inserted and deleted again within one run counts once in each column.
+The optimizer's update and pruning ratios are computed from these counters. Most count work, not
+only net effect: a row inserted and deleted again within one run counts once in each column;
+``touched`` counts distinct rows (for aggregates, groups) instead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ class RelationStats:
     deleted: int = 0  # rows made invisible
     updated: int = 0  # aggregate groups whose value was replaced
     fired: int = 0  # derivations computed by rules with this head (added or retracted)
+    touched: int = 0  # distinct rows (aggregate relations: distinct groups) whose visibility changed
 
     def add(self, other: "RelationStats") -> None:
         for f in fields(self):
@@ -53,3 +55,6 @@ class Stats:
 
     def record_fired(self, name: str, fired: int) -> None:
         self._current[name].fired += fired
+
+    def record_touched(self, name: str, touched: int) -> None:
+        self._current[name].touched += touched

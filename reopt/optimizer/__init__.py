@@ -5,13 +5,13 @@ from .catalog import Catalog, ColumnStats, TableStats
 from .cost import CostModel, CostWeights
 from .deltas import DeltaStats
 from .errors import OptimizerError, QueryError, StatisticsError, UnsupportedSQLError
-from .optimizer import Optimizer, OptimizerConfig
+from .optimizer import Optimizer, OptimizerConfig, OptimizerMetrics
 from .plan import Plan, PlanNode
 from .query import Query, QueryBuilder
 from .sql import parse_sql
 
 __all__ = [
     "Catalog", "ColumnStats", "TableStats", "CostModel", "CostWeights", "DeltaStats", "Optimizer",
-    "OptimizerConfig", "Plan", "PlanNode", "Query", "QueryBuilder", "parse_sql", "OptimizerError",
+    "OptimizerConfig", "OptimizerMetrics", "Plan", "PlanNode", "Query", "QueryBuilder", "parse_sql", "OptimizerError",
     "QueryError", "StatisticsError", "UnsupportedSQLError",
 ]

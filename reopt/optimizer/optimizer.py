@@ -32,6 +32,28 @@ def optimizer_program() -> Program:
 
 
 @dataclass(frozen=True)
+class OptimizerMetrics:
+    """What the optimizer holds and what its last call did, in the reference paper's terms: plan-table
+    entries are (expression, property) pairs (OR nodes), plan alternatives are AND nodes."""
+
+    entries_alive: int
+    alternatives_alive: int
+    entries_derived_total: int  # entries made visible over all calls
+    alternatives_derived_total: int
+    entries_touched_last: int  # distinct entries inserted, deleted or given a new best cost by the last call
+    alternatives_touched_last: int  # distinct alternatives added, removed or re-costed by the last call
+    state_values: int  # Engine.state_size(): values held, a repeatable measure of state
+
+    @property
+    def entries_touched_ratio(self) -> float:
+        return self.entries_touched_last / max(1, self.entries_alive)
+
+    @property
+    def alternatives_touched_ratio(self) -> float:
+        return self.alternatives_touched_last / max(1, self.alternatives_alive)
+
+
+@dataclass(frozen=True)
 class OptimizerConfig:
     """Everything that shapes the optimizer's choices besides statistics."""
 
@@ -104,6 +126,19 @@ class Optimizer:
         self._stats.update(new_stats)
         self._factors = new_factors
         return self._extract()
+
+    def metrics(self) -> OptimizerMetrics:
+        stats = self.engine.stats
+        best = stats.last["BestCost"]
+        return OptimizerMetrics(
+            entries_alive=len(self.engine.rows("Want")),
+            alternatives_alive=len(self.engine.rows("PlanCost")),
+            entries_derived_total=stats.total["Want"].inserted,
+            alternatives_derived_total=stats.total["PlanCost"].inserted,
+            entries_touched_last=best.touched,
+            alternatives_touched_last=len({row[:-1] for row in self.engine.touched_rows("PlanCost")}),
+            state_values=self.engine.state_size(),
+        )
 
     # -- internals -------------------------------------------------------------------------------
 
