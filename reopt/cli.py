@@ -35,7 +35,7 @@ def _demo(args: argparse.Namespace) -> int:
     from .spark.drift import DriftConfig
     from .spark.session import local_session
 
-    console = Console()
+    console = Console() if Console().is_terminal else Console(width=120)
     config = DriftConfig(batches=args.batches, rows_per_batch=args.rows, dimension_keys=args.keys, seed=args.seed)
     console.print(f"Drifting stream: {config.batches} micro-batches of {config.rows_per_batch:,} events joined with "
                   f"{config.dimensions} dimensions of {config.dimension_keys * config.fanout:,} rows; "
@@ -47,10 +47,11 @@ def _demo(args: argparse.Namespace) -> int:
             result = compare(spark, config, on_batch=lambda mode, record: progress.advance(tasks[mode]))
     finally:
         spark.stop()
-    table = Table("batch", "adaptive plan (join order)", "changed", "reopt ms", "adaptive s", "static s")
+    table = Table("batch", "changed", "reopt ms", "adaptive s", "static s")
+    table.add_column("adaptive plan (join order)", no_wrap=True)
     for adaptive, static in zip(result.adaptive, result.static):
-        table.add_row(str(adaptive.batch), adaptive.plan, "yes" if adaptive.changed else "",
-                      f"{adaptive.reopt_s * 1000:.1f}", f"{adaptive.batch_s:.2f}", f"{static.batch_s:.2f}")
+        table.add_row(str(adaptive.batch), "yes" if adaptive.changed else "", f"{adaptive.reopt_s * 1000:.1f}",
+                      f"{adaptive.batch_s:.2f}", f"{static.batch_s:.2f}", adaptive.plan)
     console.print(table)
     console.print(f"static plan: {result.static[0].plan}; results identical batch by batch: "
                   f"{'yes' if result.same_results else 'NO'}")
