@@ -62,9 +62,7 @@ def main() -> None:
         frame.createOrReplaceTempView(name)
         frame.write.mode("overwrite").saveAsTable(f"cbo_{name}")
         spark.sql(f"ANALYZE TABLE cbo_{name} COMPUTE STATISTICS FOR ALL COLUMNS")
-    cbo_sql = sql.replace("from events,", "from cbo_events events,")
-    for name in dims:
-        cbo_sql = cbo_sql.replace(f" {name},", f" cbo_{name} {name},").replace(f" {name} where", f" cbo_{name} {name} where")
+    cbo_sql = query_sql(config, table_prefix="cbo_")
 
     def spark_aqe(batch):
         batch.createOrReplaceTempView("events")

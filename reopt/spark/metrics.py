@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.errors import QueryError
+from ..optimizer.plan_space import JOINS, SCAN
 from ..optimizer.query import Query
 
 SPARK_JOINS = {
@@ -133,8 +134,6 @@ def describe(tree: ExecutedNode) -> Any:
 
 def plan_shape(plan) -> Any:
     """The same compact form as ``describe`` for a reopt ``Plan`` (enforcers are Spark's business)."""
-    from ..optimizer.plan_space import JOINS, SCAN
-
     def walk(node):
         if node.op == SCAN:
             return plan.query.names(node.expr)[0]

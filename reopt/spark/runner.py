@@ -11,7 +11,6 @@ With ``adaptive=False`` the initial plan is kept throughout: the yardstick for t
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
@@ -23,9 +22,6 @@ from ..optimizer.deltas import DeltaStats
 from ..optimizer.optimizer import Optimizer
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class BatchRecord:
