@@ -106,3 +106,30 @@ def test_non_monotone_recursive_min_under_dred_is_refused_and_rolled_back():
     with pytest.raises(EvaluationError, match="only improve"):
         engine.run()
     assert engine.rows("d") == set()
+
+
+def test_a_memo_takes_no_deltas():
+    engine = Engine(Program.parse(".input v(k, x).\np(k, x) :- v(k, x).\n.memo m(k | x) from p.", "m.dl"))
+    with pytest.raises(DeltaError, match="'m' is the memo of 'p'; the engine maintains it"):
+        engine.insert("m", [(1, 2)])
+    assert not engine.has_pending
+
+
+def test_memo_passes_that_never_settle_roll_back():
+    # Each pass reads the memo and derives a larger value, so the memo never settles.
+    text = ".input v(k, x).\np(k, x) :- v(k, x).\np(k, y) :- m(k, x), y = x + 1.\nlast(k, max<x>) :- p(k, x).\n" \
+           ".memo m(k | x) from last."
+    engine = Engine(Program.parse(text, "grow.dl"), max_passes=20)
+    engine.insert("v", [("a", 0)])
+    queued = snapshot(engine)
+    with pytest.raises(EvaluationError, match="memos m still changed after 20 passes"):
+        engine.run()
+    assert snapshot(engine) == queued
+
+
+def test_a_memo_needs_one_source_row_per_key():
+    engine = Engine(Program.parse(".input v(k, x).\np(k, x) :- v(k, x).\n.memo m(k | x) from p.", "m.dl"))
+    engine.insert("v", [("a", 1), ("a", 2)])
+    with pytest.raises(EvaluationError, match="memo 'm' keeps one row per key"):
+        engine.run()
+    assert engine.rows("m") == set()

@@ -193,3 +193,57 @@ def test_touched_rows_are_those_whose_visibility_changed_in_the_last_run():
     engine.delete("edge", [(2, 3)])
     engine.run()
     assert engine.touched_rows("path") == {(2, 3), (1, 3)}
+
+
+def test_negation_tracks_insertions_and_deletions_on_both_sides():
+    engine = engine_for(".input a(x).\n.input b(x).\nonly_a(x) :- a(x), !b(x).")
+    engine.insert("a", [(1,), (2,), (3,)])
+    engine.insert("b", [(2,)])
+    engine.run()
+    assert engine.rows("only_a") == {(1,), (3,)}
+    engine.insert("b", [(3,)])
+    engine.delete("b", [(2,)])
+    engine.delete("a", [(1,)])
+    changes = engine.run()["only_a"]
+    assert (changes.inserted, changes.deleted) == ({(2,)}, {(1,), (3,)})
+
+
+def test_negated_relation_may_be_derived_in_a_lower_stratum():
+    engine = engine_for(".input e(x, y).\nhas_out(x) :- e(x, _).\nsink(y) :- e(_, y), !has_out(y).")
+    engine.insert("e", [(1, 2), (2, 3)])
+    engine.run()
+    assert engine.rows("sink") == {(3,)}
+    engine.insert("e", [(3, 1)])
+    engine.run()
+    assert engine.rows("sink") == set()
+
+
+def test_a_memo_keeps_the_last_converged_row_of_each_key():
+    engine = engine_for(".input v(k, x).\nlatest(k, x) :- v(k, x).\n.memo seen(k | x) from latest.")
+    engine.insert("v", [("a", 1)])
+    engine.run()
+    engine.update("v", ("a", 1), ("a", 2))
+    engine.run()
+    assert engine.rows("seen") == {("a", 2)}
+    engine.delete("v", [("a", 2)])
+    engine.run()
+    assert engine.rows("latest") == set()
+    assert engine.rows("seen") == {("a", 2)}
+
+
+def test_rules_reading_a_memo_are_evaluated_again_until_it_settles():
+    # best(k) remembers the smallest value ever seen per key: each pass feeds the memo back.
+    text = """.input v(k, x).
+    cand(k, x) :- v(k, x).
+    cand(k, x) :- best_memo(k, x).
+    best(k, min<x>) :- cand(k, x).
+    .memo best_memo(k | x) from best."""
+    engine = engine_for(text)
+    engine.insert("v", [("a", 5)])
+    engine.run()
+    engine.update("v", ("a", 5), ("a", 3))
+    engine.run()
+    engine.update("v", ("a", 3), ("a", 9))
+    engine.run()
+    assert engine.rows("best") == {("a", 3)}
+    assert engine.rows("best_memo") == {("a", 3)}

@@ -80,9 +80,10 @@ def queries():
 CASES = list(queries())
 
 
+@pytest.mark.parametrize("setting", ["none", "all"])  # the whole space, and the entries pruning keeps
 @pytest.mark.parametrize("name, query, catalog", CASES, ids=[name for name, _, _ in CASES])
-def test_best_cost_of_every_entry_equals_pydatalog(name, query, catalog):
-    optimizer = reopt.Optimizer(query, catalog)
+def test_best_cost_of_every_entry_equals_pydatalog(name, query, catalog, setting):
+    optimizer = reopt.Optimizer(query, catalog, reopt.OptimizerConfig.setting(setting))
     optimizer.optimize()
     ours = {(row[0], row[1]): row[2] for row in optimizer.engine.rows("BestCost")}
     theirs = pydatalog_best_costs(query, catalog, ours)

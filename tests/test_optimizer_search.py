@@ -59,7 +59,7 @@ def delta_for(draw, query, optimizer):
 
 
 def assert_equals_full(optimizer, plan):
-    full = reopt.Optimizer(optimizer.query, optimizer.catalog).optimize()
+    full = reopt.Optimizer(optimizer.query, optimizer.catalog, reopt.OptimizerConfig.setting("none")).optimize()
     assert plan.cost == full.cost
     assert plan.key() == full.key()
 
@@ -120,15 +120,16 @@ def test_cost_factor_of_broadcast_moves_plans_away_from_broadcast_joins():
 
 
 def test_metrics_count_entries_and_alternatives_alive_and_touched():
-    optimizer = reopt.Optimizer.from_sql(TPCH["Q3"], reopt.Catalog.tpch(1))
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q3"], reopt.Catalog.tpch(1), reopt.OptimizerConfig.setting("none"))
     optimizer.optimize()
     first = optimizer.metrics()
-    assert first.entries_alive == len(optimizer.engine.rows("BestCost"))
-    assert first.alternatives_alive == len(optimizer.engine.rows("PlanCost"))
+    assert first.entries_alive == len(optimizer.engine.rows("BestCost")) == first.entries_in_space
+    assert first.alternatives_alive == len(optimizer.engine.rows("SearchSpace")) == first.alternatives_in_space
+    assert first.alternatives_costed == len(optimizer.engine.rows("PlanCost"))
     assert first.entries_derived_total == first.entries_alive
     assert first.entries_touched_last == first.entries_alive
     optimizer.reoptimize(reopt.DeltaStats.table("customer", rows=15_000))
     after = optimizer.metrics()
     assert 0 < after.entries_touched_last < after.entries_alive
-    assert 0 < after.alternatives_touched_last < after.alternatives_alive
+    assert 0 < after.alternatives_touched_last < after.alternatives_costed
     assert after.state_values == first.state_values  # the same plan space, other costs

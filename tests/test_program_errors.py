@@ -103,3 +103,50 @@ def test_engine_requires_every_declared_function():
         Engine(program)
     with pytest.raises(ProgramError, match="not declared with .function: g"):
         Engine(program, {"f": lambda a: [(a,)], "g": print})
+
+
+def test_negation_inside_its_own_recursion_is_rejected():
+    error = load_error(".input e(x).\np(x) :- e(x), !q(x).\nq(x) :- p(x).")
+    assert "negates 'q' inside their common recursion" in str(error)
+    assert "rules.dl:2:" in str(error)
+
+
+def test_negated_atom_with_a_wildcard_is_rejected():
+    error = load_error(".input e(x).\n.input f(x, y).\np(x) :- e(x), !f(x, _).")
+    assert "'_' cannot appear in the negated atom '!f(x, _)'" in str(error)
+
+
+def test_negated_atom_needs_its_variables_bound_elsewhere():
+    error = load_error(".input e(x).\n.input f(x, y).\np(x) :- e(x), !f(x, y).")
+    assert "variable 'y'" in str(error) and "not bound" in str(error)
+
+
+def test_a_function_cannot_be_negated():
+    error = load_error(".input e(x).\n.function g(a) -> ().\np(x) :- e(x), !g(x).")
+    assert "function 'g' cannot be negated" in str(error)
+
+
+def test_negation_in_a_dred_recursion_is_rejected_with_the_fix():
+    text = ".input e(x, y).\n.input b(x).\nr(x, y) :- e(x, y), !b(y).\nr(x, z) :- r(x, y), e(y, z), !b(z)."
+    error = load_error(text)
+    assert "needs counting maintenance" in str(error) and ".acyclic r." in str(error)
+
+
+def test_memo_of_a_relation_no_rule_derives_is_rejected():
+    error = load_error(".input e(x, y).\n.memo m(x | y) from e.")
+    assert ".memo 'm' keeps rows of 'e', which no rule derives" in str(error)
+
+
+def test_memo_arity_must_match_its_source():
+    error = load_error(".input e(x, y).\np(x, y) :- e(x, y).\n.memo m(x | y, z) from p.")
+    assert "has 3 columns but its source 'p' has arity 2" in str(error)
+
+
+def test_rules_cannot_derive_a_memo():
+    error = load_error(".input e(x, y).\np(x, y) :- e(x, y).\n.memo m(x | y) from p.\nm(x, y) :- e(x, y).")
+    assert "'m' is the memo of 'p'" in str(error)
+
+
+def test_count_inside_an_acyclic_recursion_is_allowed():
+    text = ".input e(x, y).\nc(x, count<y>) :- e(x, y).\nc(x, count<y>) :- c(y, n), e(x, y).\n.acyclic c."
+    assert Program.parse(text, "rules.dl").strata[-1].method == "counting"

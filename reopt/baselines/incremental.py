@@ -56,7 +56,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         if not self._alternatives:
             self.optimize()
         catalog = delta.apply(self.catalog, self.query)
-        touched = delta.tables_touched(self.query)
+        touched = delta.tables_touched(self.query, self.catalog)
         estimator = Estimator(self.query, catalog)
         changed = {m for m in self.stats if m & touched and estimator.stats(m) != self.stats[m]}
         factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}

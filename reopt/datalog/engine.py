@@ -72,9 +72,11 @@ class Engine:
         functions: Mapping[str, Callable[..., Any]] | None = None,
         *,
         max_rounds: int = 1_000_000,
+        max_passes: int = 1_000,
     ):
         self.program = program
         self.max_rounds = max_rounds
+        self.max_passes = max_passes
         self._functions = self._bind_functions(dict(functions or {}))
         patterns = program.index_patterns()
         self._relations: dict[str, Relation] = {}
@@ -135,6 +137,8 @@ class Engine:
         info = self.program.relations.get(relation)
         if info is None:
             raise DeltaError(f"unknown relation '{relation}'")
+        if info.memo_of is not None:
+            raise DeltaError(f"'{relation}' is the memo of '{info.memo_of}'; the engine maintains it")
         if not info.is_input:
             raise DeltaError(f"'{relation}' is derived by rules; only .input relations take deltas")
         if isinstance(rows, (str, bytes)):
@@ -209,7 +213,7 @@ class Engine:
         self.stats.begin()
         self._touched = {}
         try:
-            changes = self._evaluate(journal)
+            changes = self._passes(journal)
         except BaseException as exc:
             for undo, arg in reversed(journal):
                 undo(arg)
@@ -230,9 +234,58 @@ class Engine:
         self.stats.commit()
         return self._result(changes)
 
-    def _evaluate(self, journal: Journal) -> dict[str, _Change]:
+    def _passes(self, journal: Journal) -> dict[str, _Change]:
+        """Evaluate the queued deltas, then refresh memos from the fixpoint and evaluate again, until
+        every visible row of a memo's source equals its memo row."""
+        changes = self._evaluate(self._pending, journal, seeding=not self._seeded)
+        latest = changes
+        passes = 1
+        while True:
+            memo_deltas = self._memo_deltas(latest)
+            if not memo_deltas:
+                return changes
+            passes += 1
+            if passes > self.max_passes:
+                names = ", ".join(sorted(memo_deltas))
+                raise EvaluationError(
+                    f"memos {names} still changed after {self.max_passes} passes; the pruning they drive does not "
+                    "converge"
+                )
+            latest = self._evaluate(memo_deltas, journal, seeding=False)
+            _compose(changes, latest)
+
+    def _memo_deltas(self, changes: dict[str, _Change]) -> dict[str, dict[Row, int]]:
+        """Count changes that make each memo hold the rows its source showed in the last pass."""
+        deltas: dict[str, dict[Row, int]] = {}
+        for info in self.program.memos:
+            change = changes.get(info.memo_of)
+            if not change or not change.plus:
+                continue
+            memo = self._relations[info.name]
+            by_key = memo.ensure_index(tuple(range(info.memo_keys)))
+            pending: dict[Row, int] = {}
+            seen: dict[tuple, Row] = {}
+            for row in change.plus:
+                key = row[: info.memo_keys]
+                if key in seen:
+                    raise EvaluationError(
+                        f"memo '{info.name}' keeps one row per key, but '{info.memo_of}' shows both {seen[key]!r} "
+                        f"and {row!r} for key {key!r}"
+                    )
+                seen[key] = row
+                stored = by_key.get(key, ())
+                if row in stored:
+                    continue
+                for old in stored:
+                    pending[old] = pending.get(old, 0) - 1
+                pending[row] = pending.get(row, 0) + 1
+            if pending:
+                deltas[info.name] = pending
+        return deltas
+
+    def _evaluate(self, pending_deltas: dict[str, dict[Row, int]], journal: Journal, seeding: bool) -> dict[str, _Change]:
         changes: dict[str, _Change] = {}
-        for name, pending in self._pending.items():
+        for name, pending in pending_deltas.items():
             counts, relation = self._counts[name], self._relations[name]
             change = _Change()
             for row, delta in pending.items():
@@ -251,21 +304,21 @@ class Engine:
                 changes[name] = change
         for stratum in self.program.strata:
             incoming = {r: changes[r] for r in stratum.inputs if r in changes}
-            seeding = not self._seeded and any(c.seed_plan for c in stratum.rules)
-            if not incoming and not seeding:
+            seed = seeding and any(c.seed_plan for c in stratum.rules)
+            if not incoming and not seed:
                 continue
             run = _StratumRun(self, stratum, journal)
             if stratum.method == COUNTING:
-                run.counting(incoming, seeding)
+                run.counting(incoming, seed)
             else:
-                run.dred(incoming, seeding)
+                run.dred(incoming, seed)
             changes.update(run.net_changes())
         return changes
 
     def _result(self, changes: dict[str, _Change]) -> dict[str, RelationDelta]:
         result = {}
         for name, change in changes.items():
-            if self.program.relations[name].is_input:
+            if self.program.relations[name].is_base:
                 continue
             delta = RelationDelta(set(change.plus), set(change.minus))
             agg = self._aggregates.get(name)
@@ -295,6 +348,24 @@ class Engine:
                 raise ProgramError(f"the value given for function '{name}' is not callable", decl.location)
             bound[name] = _checked_function(name, fn, len(decl.outputs))
         return bound
+
+
+def _compose(changes: dict[str, _Change], later: dict[str, _Change]) -> None:
+    """Fold a later pass's visibility changes into ``changes``, so that it stays the net change."""
+    for name, change in later.items():
+        net = changes.setdefault(name, _Change())
+        for row in change.plus:
+            if row in net.minus:
+                net.minus.discard(row)
+            else:
+                net.plus.add(row)
+        for row in change.minus:
+            if row in net.plus:
+                net.plus.discard(row)
+            else:
+                net.minus.add(row)
+        if not net:
+            del changes[name]
 
 
 def _checked_function(name: str, fn: Callable[..., Any], n_outputs: int) -> Callable[..., list]:

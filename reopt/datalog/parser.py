@@ -15,6 +15,7 @@ from .syntax import (
     Const,
     FunctionDecl,
     Head,
+    MemoDecl,
     Neg,
     RelationDecl,
     Rule,
@@ -26,12 +27,13 @@ from .syntax import (
 GRAMMAR = r"""
 start: statement*
 
-?statement: input_decl | rel_decl | function_decl | acyclic_decl | rule
+?statement: input_decl | rel_decl | function_decl | acyclic_decl | memo_decl | rule
 
 input_decl: ".input" NAME "(" [names] ")" "."
 rel_decl: ".decl" NAME "(" [names] ")" "."
 function_decl: ".function" NAME "(" [names] ")" "->" "(" [names] ")" "."
 acyclic_decl: ".acyclic" names "."
+memo_decl: ".memo" NAME "(" names "|" names ")" "from" NAME "."
 names: NAME ("," NAME)*
 
 rule: head [":-" body] "."
@@ -40,7 +42,8 @@ head: NAME "(" [head_arg ("," head_arg)*] ")"
 aggregate: NAME "<" expr ">"
 
 body: literal ("," literal)*
-?literal: atom | comparison
+?literal: atom | negated | comparison
+negated: "!" atom
 atom: NAME "(" [arg ("," arg)*] ")"
 ?arg: expr | WILDCARD
 comparison: expr COMPARE expr
@@ -112,6 +115,11 @@ class _Builder(Transformer):
         return AcyclicDecl(items[0], self._loc(meta))
 
     @v_args(meta=True)
+    def memo_decl(self, meta, items):
+        name, keys, values, source = items
+        return MemoDecl(str(name), keys, values, str(source), self._loc(meta))
+
+    @v_args(meta=True)
     def rule(self, meta, items):
         head, body = items
         return Rule(head, tuple(body or ()), self._loc(meta))
@@ -139,6 +147,10 @@ class _Builder(Transformer):
         args = [a for a in args if a is not None]
         converted = tuple(Wildcard() if isinstance(a, lark.Token) and a.type == "WILDCARD" else a for a in args)
         return Atom(str(name), converted, self._tloc(name))
+
+    def negated(self, items):
+        (atom,) = items
+        return Atom(atom.name, atom.args, atom.location, negated=True)
 
     @v_args(meta=True)
     def comparison(self, meta, items):

@@ -58,6 +58,8 @@ def plan_rule(
     if delta_position is not None:
         delta_atom = rule.body[delta_position]
         gen.open("for _t, _s in _delta:")
+        if delta_atom.negated:
+            gen.line("_s = -_s")  # a row entering a negated relation removes the derivations it blocks
         _bind_atom(gen, delta_atom, "_t", bound, set())
     else:
         gen.line("_s = 1")
@@ -76,6 +78,12 @@ def plan_rule(
                 literal.right, literal.left)
             gen.line(f"{_name(target.name)} = {_expr(source)}")
             bound.add(target.name)
+        elif kind == "negated":
+            mode = NEW if delta_position is not None and index < delta_position else OLD
+            slot = len(plan.views)
+            plan.views.append((literal.name, mode, "has", tuple(range(len(literal.args)))))
+            hoisted.append(f"_H{slot} = _views[{slot}].has")
+            gen.open(f"if not _H{slot}({_tuple([_expr(a) for a in literal.args])}):")
         elif kind == "function":
             decl = functions[literal.name]
             slot = len(plan.functions)
@@ -202,6 +210,10 @@ def _pick(remaining, bound: set[str], functions: dict[str, FunctionDecl]):
                 score, kind = (1, 0), "assign"
             else:
                 continue
+        elif literal.negated:
+            if not all(_is_bound(a, bound) for a in literal.args):
+                continue
+            score, kind = (0, 1), "negated"
         elif literal.name in functions:
             decl = functions[literal.name]
             if not all(variables(a) <= bound for a in literal.args[: len(decl.inputs)]):
@@ -225,6 +237,8 @@ def _raise_unbound(remaining, bound: set[str], functions: dict[str, FunctionDecl
     index, literal = remaining[0]
     if isinstance(literal, Comparison):
         free = sorted((variables(literal.left) | variables(literal.right)) - bound)
+    elif literal.negated:
+        free = sorted(set().union(*(variables(a) for a in literal.args)) - bound)
     else:
         decl = functions[literal.name]
         free = sorted(set().union(*(variables(a) for a in literal.args[: len(decl.inputs)])) - bound)

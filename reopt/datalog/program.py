@@ -21,6 +21,7 @@ from .syntax import (
     BinOp,
     Comparison,
     FunctionDecl,
+    MemoDecl,
     Neg,
     RelationDecl,
     Rule,
@@ -43,6 +44,13 @@ class RelationInfo:
     aggregate: str | None = None  # min, max, count, sum for an aggregate relation
     aggregate_position: int | None = None
     has_rules: bool = False
+    memo_of: str | None = None  # for a memo relation: the relation whose converged rows it keeps
+    memo_keys: int = 0  # for a memo relation: how many leading columns identify a row
+
+    @property
+    def is_base(self) -> bool:
+        """Read by rules but not derived by them: an input or a memo."""
+        return self.is_input or self.memo_of is not None
 
 
 @dataclass
@@ -72,6 +80,7 @@ class Program:
         self.functions: dict[str, FunctionDecl] = {}
         self.rules: list[Rule] = []
         acyclic: list[AcyclicDecl] = []
+        memos: list[MemoDecl] = []
         for statement in statements:
             if isinstance(statement, RelationDecl):
                 self._declare(statement)
@@ -79,10 +88,15 @@ class Program:
                 self._declare_function(statement)
             elif isinstance(statement, AcyclicDecl):
                 acyclic.append(statement)
+            elif isinstance(statement, MemoDecl):
+                self._declare_memo(statement)
+                memos.append(statement)
             else:
                 self.rules.append(statement)
         for rule in self.rules:
             self._register_head(rule)
+        for memo in memos:
+            self._check_memo(memo)
         for rule in self.rules:
             self._check_body(rule)
         self.strata = self._stratify(acyclic)
@@ -106,7 +120,11 @@ class Program:
 
     @property
     def derived(self) -> list[str]:
-        return [name for name, info in self.relations.items() if not info.is_input]
+        return [name for name, info in self.relations.items() if not info.is_base]
+
+    @property
+    def memos(self) -> list[RelationInfo]:
+        return [info for info in self.relations.values() if info.memo_of is not None]
 
     # -- declarations ------------------------------------------------------------------------
 
@@ -122,10 +140,35 @@ class Program:
             raise ProgramError(f"'{decl.name}' is declared twice", decl.location)
         self.functions[decl.name] = decl
 
+    def _declare_memo(self, decl: MemoDecl) -> None:
+        if decl.name in self.relations or decl.name in self.functions:
+            raise ProgramError(f"'{decl.name}' is declared twice", decl.location)
+        columns = decl.keys + decl.values
+        self.relations[decl.name] = RelationInfo(
+            decl.name, len(columns), False, decl.location, columns, memo_of=decl.source, memo_keys=len(decl.keys)
+        )
+
+    def _check_memo(self, decl: MemoDecl) -> None:
+        source = self.relations.get(decl.source)
+        if source is None or not source.has_rules:
+            raise ProgramError(f".memo '{decl.name}' keeps rows of '{decl.source}', which no rule derives", decl.location)
+        if source.arity != self.relations[decl.name].arity:
+            raise ProgramError(
+                f".memo '{decl.name}' has {self.relations[decl.name].arity} columns but its source '{decl.source}' "
+                f"has arity {source.arity}",
+                decl.location,
+            )
+
     def _register_head(self, rule: Rule) -> None:
         head = rule.head
         if head.name in self.functions:
             raise ProgramError(f"'{head.name}' is a function and cannot be a rule head", head.location)
+        memo_of = self.relations[head.name].memo_of if head.name in self.relations else None
+        if memo_of is not None:
+            raise ProgramError(
+                f"'{head.name}' is the memo of '{memo_of}'; the engine maintains it and rules cannot derive it",
+                head.location,
+            )
         aggregates = [a for a in head.args if isinstance(a, Aggregate)]
         if len(aggregates) > 1:
             raise ProgramError(f"a head may hold one aggregate, '{head.name}' holds {len(aggregates)}", head.location)
@@ -167,6 +210,8 @@ class Program:
                     if _has_wildcard(side):
                         raise ProgramError("'_' cannot appear in a comparison", literal.location)
                 continue
+            if literal.negated:
+                self._check_negated(literal)
             if literal.name in self.functions:
                 decl = self.functions[literal.name]
                 expected = len(decl.inputs) + len(decl.outputs)
@@ -196,6 +241,15 @@ class Program:
                         literal.location,
                     )
 
+    def _check_negated(self, literal: Atom) -> None:
+        if literal.name in self.functions:
+            raise ProgramError(f"function '{literal.name}' cannot be negated; negate a relation", literal.location)
+        if any(_has_wildcard(arg) for arg in literal.args):
+            raise ProgramError(
+                f"'_' cannot appear in the negated atom '{literal}'; every argument must be bound by the rest of the body",
+                literal.location,
+            )
+
     # -- strata --------------------------------------------------------------------------------
 
     def _stratify(self, acyclic: list[AcyclicDecl]) -> list[Stratum]:
@@ -208,34 +262,46 @@ class Program:
         declared_acyclic: dict[str, Location] = {}
         for decl in acyclic:
             for name in decl.names:
-                if name not in self.relations or self.relations[name].is_input:
+                if name not in self.relations or self.relations[name].is_base:
                     raise ProgramError(f".acyclic names '{name}', which no rule derives", decl.location)
                 declared_acyclic[name] = decl.location
         condensed = nx.condensation(graph)
         strata = []
         for component in nx.topological_sort(condensed):
             members = frozenset(condensed.nodes[component]["members"])
-            if all(self.relations[m].is_input for m in members):
+            if all(self.relations[m].is_base for m in members):
                 continue
             rules = [r for r in self.rules if r.head.name in members]
             recursive = len(members) > 1 or any(graph.has_edge(m, m) for m in members)
             method = self._method(members, rules, recursive, declared_acyclic)
+            self._check_negation(members, rules, method)
             compiled = [self._compile(rule) for rule in rules]
             body = {lit.name for r in rules for lit in r.body if isinstance(lit, Atom) and lit.name in self.relations}
             strata.append(Stratum(members, compiled, recursive, method, frozenset(body - members)))
         return strata
 
+    def _check_negation(self, members, rules, method) -> None:
+        for rule in rules:
+            for literal in rule.body:
+                if not (isinstance(literal, Atom) and literal.negated):
+                    continue
+                if literal.name in members:
+                    raise ProgramError(
+                        f"'{rule.head.name}' negates '{literal.name}' inside their common recursion "
+                        f"({', '.join(sorted(members))}); negation must read a relation computed before the rule's "
+                        "own recursion (a lower stratum or a .memo)",
+                        literal.location,
+                    )
+                if method != COUNTING:
+                    raise ProgramError(
+                        f"negation in the recursion of {', '.join(sorted(members))} needs counting maintenance; "
+                        f"declare '.acyclic {', '.join(sorted(members))}.' if no derivation depends on itself",
+                        literal.location,
+                    )
+
     def _method(self, members, rules, recursive, declared_acyclic) -> str:
         if not recursive:
             return COUNTING
-        for name in sorted(members):
-            info = self.relations[name]
-            if info.aggregate in ("count", "sum"):
-                raise ProgramError(
-                    f"'{name}' uses {info.aggregate}<...> inside recursion ({', '.join(sorted(members))}); "
-                    "count and sum are only allowed where the relation does not depend on itself",
-                    info.location,
-                )
         marked = members & declared_acyclic.keys()
         if marked and marked != members:
             missing = ", ".join(sorted(members - marked))
@@ -246,6 +312,15 @@ class Program:
             )
         if marked:
             return COUNTING
+        for name in sorted(members):
+            info = self.relations[name]
+            if info.aggregate in ("count", "sum"):
+                raise ProgramError(
+                    f"'{name}' uses {info.aggregate}<...> inside recursion ({', '.join(sorted(members))}); "
+                    "count and sum are only allowed where the relation does not depend on itself, or in a "
+                    "recursion declared .acyclic",
+                    info.location,
+                )
         aggregated = {m for m in members if self.relations[m].aggregate}
         for rule in rules:
             if rule.head.name in aggregated:

@@ -72,9 +72,10 @@ class Atom:
     name: str
     args: tuple[Term, ...]
     location: Location
+    negated: bool = False  # ``!name(args)``: true while no such row is visible
 
     def __str__(self) -> str:
-        return f"{self.name}({', '.join(map(str, self.args))})"
+        return f"{'!' if self.negated else ''}{self.name}({', '.join(map(str, self.args))})"
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,22 @@ class AcyclicDecl:
     location: Location
 
 
-Statement = Union[Rule, RelationDecl, FunctionDecl, AcyclicDecl]
+@dataclass(frozen=True)
+class MemoDecl:
+    """``.memo name(keys | values) from source``: the last converged value of each row of ``source``.
+
+    Rules read a memo like an input relation, so a program can consult what an earlier fixpoint
+    derived without depending on it recursively (see docs/dialect.md, "Memo relations").
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+    source: str
+    location: Location
+
+
+Statement = Union[Rule, RelationDecl, FunctionDecl, AcyclicDecl, MemoDecl]
 
 
 def variables(term: Any) -> set[str]:

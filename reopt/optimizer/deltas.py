@@ -67,11 +67,15 @@ class DeltaStats:
     def __repr__(self) -> str:
         return f"DeltaStats({list(self.changes)!r})"
 
-    def tables_touched(self, query: Query) -> int:
-        """A mask of the relations whose estimates may change (for cost factors: none).
+    def tables_touched(self, query: Query, catalog: Catalog) -> int:
+        """A mask of the relations whose estimates may change (for cost factors: none), given the
+        catalog the changes apply to.
 
         An observed cardinality can move corrections between join predicates anywhere in the query
-        (see ``estimate.py``), so it touches every relation; only facts that change are updated."""
+        (see ``estimate.py``), so it touches every relation, and so does any change while the catalog
+        holds observations, since it changes their residuals; only facts that change are updated."""
+        if catalog.observed and any(change.kind != "cost_factor" for change in self.changes):
+            return query.full
         mask = 0
         for change in self.changes:
             if change.kind == "table":

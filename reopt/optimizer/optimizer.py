@@ -2,8 +2,10 @@
 
 ``optimize()`` loads the query and its statistics as facts and reads the best plan out of
 ``BestPlan``; ``reoptimize(delta)`` turns a ``DeltaStats`` into updates of the ``Stats`` and
-``CostFactor`` facts that actually changed, lets the engine propagate only those, and reads the plan
-again. The result equals ``Optimizer(query, new_catalog).optimize()``: same cost, same plan key.
+``CostFactor`` facts that actually changed (and of the ``StatsVersion`` of every expression above
+them, which retires the pruning memos those changes make stale), lets the engine propagate only
+those, and reads the plan again. The result equals ``Optimizer(query, new_catalog).optimize()``:
+same cost, same plan key, under every pruning setting.
 """
 
 from __future__ import annotations
@@ -31,33 +33,105 @@ def optimizer_program() -> Program:
     return Program.load(RULES)
 
 
+BYTES_PER_VALUE = 8  # state_bytes counts every held value as one 8-byte word
+
+
 @dataclass(frozen=True)
 class OptimizerMetrics:
-    """What the optimizer holds and what its last call did, in the reference paper's terms: plan-table
-    entries are (expression, property) pairs (OR nodes), plan alternatives are AND nodes."""
+    """What the optimizer holds and what its calls did, in the reference paper's terms: plan-table
+    entries are (expression, property) pairs (OR nodes), plan alternatives are AND nodes.
 
+    "Alive" is what the plan table holds after the call: entries wanted by a live parent plan and
+    alternatives costed. The rest of the space (``*_in_space``, what no pruning would hold) is pruned.
+    """
+
+    entries_in_space: int
+    alternatives_in_space: int
     entries_alive: int
-    alternatives_alive: int
-    entries_derived_total: int  # entries made visible over all calls
+    alternatives_alive: int  # enumerated and not pruned
+    alternatives_costed: int  # alive with a cost (an alternative the cost model rejects has none)
+    entries_derived_last: int  # entries made visible by the last call
+    alternatives_derived_last: int  # alternatives costed (made visible in PlanCost) by the last call
+    entries_derived_total: int  # the same, over all calls
     alternatives_derived_total: int
     entries_touched_last: int  # distinct entries inserted, deleted or given a new best cost by the last call
     alternatives_touched_last: int  # distinct alternatives added, removed or re-costed by the last call
+    alternatives_remembered: int  # alternatives with a cost memo (pruned ones included)
     state_values: int  # Engine.state_size(): values held, a repeatable measure of state
 
     @property
+    def entries_pruned(self) -> int:
+        return self.entries_in_space - self.entries_alive
+
+    @property
+    def alternatives_pruned(self) -> int:
+        return self.alternatives_in_space - self.alternatives_alive
+
+    @property
+    def entries_pruned_ratio(self) -> float:
+        return self.entries_pruned / max(1, self.entries_in_space)
+
+    @property
+    def alternatives_pruned_ratio(self) -> float:
+        return self.alternatives_pruned / max(1, self.alternatives_in_space)
+
+    @property
     def entries_touched_ratio(self) -> float:
-        return self.entries_touched_last / max(1, self.entries_alive)
+        return self.entries_touched_last / max(1, self.entries_in_space)
 
     @property
     def alternatives_touched_ratio(self) -> float:
-        return self.alternatives_touched_last / max(1, self.alternatives_alive)
+        return self.alternatives_touched_last / max(1, self.alternatives_in_space)
+
+    @property
+    def state_bytes(self) -> int:
+        return self.state_values * BYTES_PER_VALUE
+
+
+PRUNING_SETTINGS = {
+    "none": (False, False, False),
+    "aggsel": (True, False, False),
+    "aggsel+refcount": (True, True, False),
+    "aggsel+bounding": (True, False, True),
+    "all": (True, True, True),
+}
 
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """Everything that shapes the optimizer's choices besides statistics."""
+    """Everything that shapes the optimizer besides statistics: cost weights and pruning switches.
+
+    Pruning never changes the chosen plan, only how much of the plan space is held and re-derived.
+    ``aggregate_selection`` drops alternatives costlier than a known plan of the same entry (and does
+    not cost them: tuple-source suppression); ``reference_counting`` lets an entry go when no live
+    plan uses it; ``recursive_bounding`` drops alternatives over the budget their parents leave them.
+    Reference counting prunes only what the other two prune first, so on its own it changes nothing.
+    """
 
     weights: CostWeights = field(default_factory=CostWeights)
+    aggregate_selection: bool = True
+    reference_counting: bool = True
+    recursive_bounding: bool = True
+
+    @classmethod
+    def setting(cls, name: str, weights: CostWeights | None = None) -> "OptimizerConfig":
+        """A named pruning setting: none, aggsel, aggsel+refcount, aggsel+bounding or all."""
+        if name not in PRUNING_SETTINGS:
+            raise OptimizerError(f"unknown pruning setting {name!r}; use one of {', '.join(PRUNING_SETTINGS)}")
+        aggsel, refcount, bounding = PRUNING_SETTINGS[name]
+        return cls(weights or CostWeights(), aggsel, refcount, bounding)
+
+    @property
+    def remembers_costs(self) -> bool:
+        return self.aggregate_selection or self.recursive_bounding
+
+    def setting_facts(self) -> list[tuple[str, bool]]:
+        return [
+            ("memo", self.remembers_costs),
+            ("aggsel", self.aggregate_selection),
+            ("refcount", self.reference_counting),
+            ("bounding", self.recursive_bounding),
+        ]
 
 
 class Optimizer:
@@ -73,10 +147,12 @@ class Optimizer:
             "Fn_scancost": self.costs.scan,
             "Fn_unarycost": self.costs.unary,
             "Fn_joincost": self.costs.join,
+            "Fn_parentcount": self.space.parent_count,
         })
         self._subsets = list(query.connected_subsets())
         self._stats: dict[int, ExprStats] = {}
         self._factors: dict[str, float] = {}
+        self._versions: dict[int, int] = {}
         self._loaded = False
 
     @classmethod
@@ -103,7 +179,7 @@ class Optimizer:
         if not self._loaded:
             self._load()
         catalog = delta.apply(self._catalog, self.query)
-        touched = delta.tables_touched(self.query)
+        touched = delta.tables_touched(self.query, self._catalog)
         estimator = Estimator(self.query, catalog)
         new_stats = {}
         for mask in self._subsets:
@@ -114,9 +190,12 @@ class Optimizer:
         new_factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
         for mask, stats in new_stats.items():
             self.engine.update("Stats", old=self._stats_row(mask, self._stats[mask]), new=self._stats_row(mask, stats))
-        for op, factor in new_factors.items():
-            if factor != self._factors[op]:
-                self.engine.update("CostFactor", old=(op, self._factors[op]), new=(op, factor))
+        changed_factors = [op for op, factor in new_factors.items() if factor != self._factors[op]]
+        for op in changed_factors:
+            self.engine.update("CostFactor", old=(op, self._factors[op]), new=(op, new_factors[op]))
+        new_versions = self._bumped_versions(list(new_stats), bool(changed_factors))
+        for mask, version in new_versions.items():
+            self.engine.update("StatsVersion", old=(mask, self._versions[mask]), new=(mask, version))
         try:
             self.engine.run()
         except BaseException:
@@ -125,18 +204,36 @@ class Optimizer:
         self._catalog = catalog
         self._stats.update(new_stats)
         self._factors = new_factors
+        self._versions.update(new_versions)
         return self._extract()
+
+    def _bumped_versions(self, changed: list[int], all_changed: bool) -> dict[int, int]:
+        """The next version of every expression whose cost inputs changed: the expression's own
+        statistics, those of any sub-expression, or any cost factor."""
+        if not self.config.remembers_costs or not (changed or all_changed):
+            return {}
+        return {
+            mask: self._versions[mask] + 1
+            for mask in self._subsets
+            if all_changed or any(sub & mask == sub for sub in changed)
+        }
 
     def metrics(self) -> OptimizerMetrics:
         stats = self.engine.stats
-        best = stats.last["BestCost"]
+        size = self.space.size()
         return OptimizerMetrics(
+            entries_in_space=size.entries,
+            alternatives_in_space=size.alternatives,
             entries_alive=len(self.engine.rows("Want")),
-            alternatives_alive=len(self.engine.rows("PlanCost")),
+            alternatives_alive=len(self.engine.rows("Alive")),
+            alternatives_costed=len(self.engine.rows("PlanCost")),
+            entries_derived_last=stats.last["Want"].inserted,
+            alternatives_derived_last=stats.last["PlanCost"].inserted,
             entries_derived_total=stats.total["Want"].inserted,
             alternatives_derived_total=stats.total["PlanCost"].inserted,
-            entries_touched_last=best.touched,
+            entries_touched_last=len({row[:2] for row in self.engine.touched_rows("BestCost")}),
             alternatives_touched_last=len({row[:-1] for row in self.engine.touched_rows("PlanCost")}),
+            alternatives_remembered=len(self.engine.rows("CostMemo")),
             state_values=self.engine.state_size(),
         )
 
@@ -160,12 +257,15 @@ class Optimizer:
         self.engine.insert("Query", [(self.query.full,)])
         self.engine.insert("Stats", [self._stats_row(m, s) for m, s in stats.items()])
         self.engine.insert("CostFactor", list(factors.items()))
+        self.engine.insert("Setting", self.config.setting_facts())
+        versions = {mask: 0 for mask in self._subsets} if self.config.remembers_costs else {}
+        self.engine.insert("StatsVersion", list(versions.items()))
         try:
             self.engine.run()
         except BaseException:
             self.engine.discard_pending()
             raise
-        self._stats, self._factors, self._loaded = stats, factors, True
+        self._stats, self._factors, self._versions, self._loaded = stats, factors, versions, True
 
     def _extract(self) -> Plan:
         return Plan(self._node(self.query.full, ANY), self.query)

@@ -21,6 +21,8 @@ The order of the rows is deterministic, and every row is a canonical, comparable
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .query import Query
 
 ANY = "any"
@@ -49,6 +51,15 @@ def keys_of(prop: str) -> str:
     return prop[prop.index("[") + 1:-1]
 
 
+@dataclass(frozen=True)
+class SpaceSize:
+    """The whole plan space reachable from the root: what an optimizer without pruning holds."""
+
+    entries: int
+    alternatives: int
+    parents: dict[tuple[int, str], int]  # (expr, prop) -> (alternative, side) pairs that take it as input
+
+
 class PlanSpace:
     """Enumerates alternatives for one query; memoizes splits, as the reference paper does."""
 
@@ -56,6 +67,7 @@ class PlanSpace:
         self.query = query
         self._memo: dict[tuple[int, str], list[tuple]] = {}
         self._halves: dict[int, list[tuple[int, int, str]]] = {}
+        self._size: SpaceSize | None = None
 
     def split(self, expr: int, prop: str) -> list[tuple]:
         key = (expr, prop)
@@ -63,6 +75,28 @@ class PlanSpace:
         if memo is None:
             memo = self._memo[key] = self._alternatives(expr, prop)
         return memo
+
+    def size(self) -> SpaceSize:
+        """Enumerate the whole space once (splits only, no costs) to count entries and parents."""
+        if self._size is None:
+            root = (self.query.full, ANY)
+            parents: dict[tuple[int, str], int] = {}
+            seen, todo, alternatives = {root}, [root], 0
+            while todo:
+                for kind, _op, left, lprop, right, rprop in self.split(*todo.pop()):
+                    alternatives += 1
+                    inputs = [] if kind == SCAN else [(left, lprop)] if kind == "unary" else [(left, lprop), (right, rprop)]
+                    for child in inputs:
+                        parents[child] = parents.get(child, 0) + 1
+                        if child not in seen:
+                            seen.add(child)
+                            todo.append(child)
+            self._size = SpaceSize(len(seen), alternatives, parents)
+        return self._size
+
+    def parent_count(self, expr: int, prop: str) -> list[tuple[int]]:
+        """``Fn_parentcount``: how many (alternative, side) pairs of the whole space use (expr, prop)."""
+        return [(self.size().parents.get((expr, prop), 0),)]
 
     def halves(self, expr: int) -> list[tuple[int, int, list[str]]]:
         """Ordered pairs (l, r) of connected halves of ``expr`` with their join key classes."""

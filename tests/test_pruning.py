@@ -1,0 +1,173 @@
+"""Pruning (aggregate selection, tuple-source suppression, reference counting, recursive bounding)
+never changes the plan, stays exact under any sequence of statistics changes, and keeps the
+invariants of the plan table: live plans within their bounds, the optimal tree never pruned, and
+reference counts equal to the live parent plans."""
+
+import os
+from collections import Counter
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import reopt
+from reopt.optimizer.optimizer import PRUNING_SETTINGS
+from reopt.optimizer.workloads import TPCH, generated
+
+from .test_optimizer_search import delta_for
+
+NONE = reopt.OptimizerConfig.setting("none")
+SLACK = 1e-9  # the bound's allowance for rounding, as in rules/optimizer.dl
+
+
+def unpruned(query, catalog):
+    optimizer = reopt.Optimizer(query, catalog, NONE)
+    return optimizer, optimizer.optimize()
+
+
+def optimal_tree(optimizer, plan):
+    """The (expr, prop, kind, op, l, lp, r, rp) alternatives the plan uses, from the engine's BestPlan."""
+    chosen = []
+
+    def walk(node):
+        rows = optimizer.engine.lookup("BestPlan", (0, 1), (node.expr, node.prop))
+        alternative = min(rows, key=lambda r: r[2:8])[:8]
+        chosen.append(alternative)
+        for child in node.children:
+            walk(child)
+
+    walk(plan.root)
+    return chosen
+
+
+DEEP = os.environ.get("REOPT_PROFILE") == "deep"
+# Shapes up to 8 relations. The default profile keeps each query's whole space under about 4,000
+# alternatives (chains and cycles of 8, stars of 7, random graphs of 6, cliques of 5); the deep
+# profile goes to 8 relations for every shape but the clique (6: 15,000 alternatives).
+LIMITS = {"chain": 8, "cycle": 8, "star": 8 if DEEP else 7, "random": 8 if DEEP else 6, "clique": 6 if DEEP else 5}
+QUERY = st.sampled_from(sorted(LIMITS)).flatmap(
+    lambda shape: st.tuples(st.just(shape), st.integers(2, LIMITS[shape]), st.integers(0, 10**6)))
+
+
+class PruningMachine(RuleBasedStateMachine):
+    """One optimizer per pruning setting, fed the same deltas, checked against an unpruned full
+    optimization after every step."""
+
+    @initialize(spec=QUERY)
+    def build(self, spec):
+        self.query, catalog = generated(*spec)
+        self.optimizers = {
+            name: reopt.Optimizer(self.query, catalog, reopt.OptimizerConfig.setting(name))
+            for name in PRUNING_SETTINGS
+        }
+        self.plans = {name: optimizer.optimize() for name, optimizer in self.optimizers.items()}
+        self.reference = unpruned(self.query, catalog)
+
+    @rule(data=st.data())
+    def apply_delta(self, data):
+        delta = data.draw(delta_for(self.query, self.optimizers["none"]))
+        self.plans = {name: optimizer.reoptimize(delta) for name, optimizer in self.optimizers.items()}
+        self.reference = unpruned(self.query, self.optimizers["none"].catalog)
+
+    @invariant()
+    def every_setting_returns_the_unpruned_full_optimum(self):
+        _, full = self.reference
+        for name, plan in self.plans.items():
+            assert (plan.cost, plan.key()) == (full.cost, full.key()), name
+
+    @invariant()
+    def live_plans_lie_within_their_bounds(self):
+        engine = self.optimizers["all"].engine
+        bounds = {(e, p): b for e, p, b in engine.rows("Bound")}
+        for row in engine.rows("PlanCost"):
+            bound = bounds.get(row[:2])
+            assert bound is not None, row
+            assert row[8] <= bound + SLACK * row[8], row
+
+    @invariant()
+    def the_optimal_tree_is_never_pruned(self):
+        reference, plan = self.reference
+        for name, optimizer in self.optimizers.items():
+            alive = optimizer.engine.rows("Alive")
+            for alternative in optimal_tree(reference, plan):
+                assert alternative in alive, (name, alternative)
+
+    @invariant()
+    def reference_counts_equal_live_parent_plans(self):
+        for name in ("aggsel+refcount", "all"):
+            engine = self.optimizers[name].engine
+            parents = Counter({(self.query.full, "any"): 1})
+            for _e, _p, kind, _op, left, lprop, right, rprop, _c in engine.rows("PlanCost"):
+                if kind != "scan":
+                    parents[(left, lprop)] += 1
+                if kind == "join":
+                    parents[(right, rprop)] += 1
+            assert engine.counts("Want") == dict(parents), name
+
+
+TestPruningMachine = PruningMachine.TestCase
+TestPruningMachine.settings = settings(max_examples=100 if DEEP else 12, stateful_step_count=8 if DEEP else 5,
+                                      deadline=None)
+
+
+@pytest.mark.parametrize("name", ["Q5", "Q10", "Q8Join"])
+def test_all_pruning_keeps_only_optimal_plans_and_the_entries_they_use(name):
+    optimizer = reopt.Optimizer.from_sql(TPCH[name], reopt.Catalog.tpch(1))
+    optimizer.optimize()
+    engine = optimizer.engine
+    best = {(e, p): c for e, p, c in engine.rows("BestCost")}
+    used = {(optimizer.query.full, "any")}
+    for e, p, kind, _op, left, lprop, right, rprop, cost in engine.rows("PlanCost"):
+        assert cost == best[(e, p)]  # every costed plan left is an optimal one (ties are kept)
+        used |= {(left, lprop)} if kind == "unary" else {(left, lprop), (right, rprop)} if kind == "join" else set()
+    assert engine.rows("Want") == used
+    metrics = optimizer.metrics()
+    assert metrics.entries_pruned_ratio > 0.5
+    assert metrics.alternatives_pruned_ratio > 0.5
+
+
+def test_without_pruning_the_whole_space_is_held():
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1), NONE)
+    optimizer.optimize()
+    metrics = optimizer.metrics()
+    assert (metrics.entries_pruned, metrics.alternatives_pruned) == (0, 0)
+    assert metrics.alternatives_remembered == 0
+
+
+def test_aggregate_selection_alone_prunes_alternatives_but_keeps_every_entry():
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, reopt.OptimizerConfig.setting("aggsel"))
+    optimizer.optimize()
+    metrics = optimizer.metrics()
+    assert metrics.entries_pruned == 0
+    assert metrics.alternatives_pruned > 0
+    everything = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, NONE)
+    everything.optimize()
+    # every feasible alternative was costed once and is remembered, pruned or not
+    assert metrics.alternatives_remembered == everything.metrics().alternatives_costed > metrics.alternatives_costed
+
+
+@settings(max_examples=30)
+@given(st.data())
+def test_the_order_of_deltas_within_a_batch_does_not_matter(data):
+    query, catalog = generated(data.draw(st.sampled_from(["chain", "star", "cycle"])), data.draw(st.integers(3, 6)),
+                               data.draw(st.integers(0, 10**6)))
+    first = reopt.Optimizer(query, catalog)
+    first.optimize()
+    deltas = data.draw(st.lists(delta_for(query, first), min_size=2, max_size=4))
+    targets = [(change.kind, change.target) for delta in deltas for change in delta.changes]
+    assume(len(targets) == len(set(targets)))  # two changes of one statistic do depend on their order
+    shuffled = data.draw(st.permutations(deltas))
+    second = reopt.Optimizer(query, catalog)
+    second.optimize()
+    plan_a = first.reoptimize(reopt.DeltaStats.batch(deltas))
+    plan_b = second.reoptimize(reopt.DeltaStats.batch(shuffled))
+    assert (plan_a.cost, plan_a.key()) == (plan_b.cost, plan_b.key())
+    for relation in ("Want", "Alive", "PlanCost", "Bound"):
+        assert first.engine.rows(relation) == second.engine.rows(relation), relation
+
+
+def test_an_unknown_pruning_setting_is_named_in_the_error():
+    with pytest.raises(reopt.OptimizerError, match="unknown pruning setting 'fast'.*aggsel\\+refcount"):
+        reopt.OptimizerConfig.setting("fast")
