@@ -9,6 +9,7 @@ from reopt.spark.demo import compare
 from reopt.spark.drift import DriftConfig, query_sql, write_workload
 from reopt.spark.metrics import plan_shape
 from reopt.spark.runner import AdaptiveRunner, run_partitions
+from reopt.spark.stages import StageListener
 
 SMALL = DriftConfig(batches=9, rows_per_batch=60_000, dimension_keys=20_000, phases=3, seed=3)
 
@@ -49,6 +50,23 @@ def test_runner_keeps_its_plan_when_nothing_changes(spark, workload):
     records = run_partitions(runner, [batches[0]] * 6)
     assert [r.changed for r in records[-3:]] == [False, False, False]
     assert len({r.plan for r in records[-3:]}) == 1
+
+
+def test_stage_times_of_each_batch_feed_back_as_cost_factors(spark, workload):
+    static, batches, catalog = workload
+    optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
+    listener = StageListener(spark).attach()
+    try:
+        runner = AdaptiveRunner(optimizer, spark, static, "events", stage_listener=listener)
+        run_partitions(runner, batches[:2])
+        tags = [f"{id(runner)}-{b}" for b in range(2)]
+        assert all(listener.stages(tag) for tag in tags)
+    finally:
+        listener.detach()
+    factors = optimizer.catalog.cost_factors
+    assert all(1 / 8 <= f <= 8 for f in factors.values())  # whatever the timings said, within the clamp
+    full = reopt.Optimizer(optimizer.query, optimizer.catalog).optimize()
+    assert (runner.plan.cost, runner.plan.key()) == (full.cost, full.key())
 
 
 def test_static_runner_never_reoptimizes(spark, workload):

@@ -53,13 +53,16 @@ class Plan:
 
     def joins(self) -> list[PlanNode]:
         """The join nodes, bottom-up (children before parents)."""
+        return [node for node in self.nodes() if node.op in JOINS]
+
+    def nodes(self) -> list[PlanNode]:
+        """Every node of the plan, children before parents."""
         out: list[PlanNode] = []
 
         def walk(node: PlanNode) -> None:
             for child in node.children:
                 walk(child)
-            if node.op in JOINS:
-                out.append(node)
+            out.append(node)
 
         walk(self.root)
         return out

@@ -9,7 +9,9 @@ listener reads each join's output rows, re-optimizes, and makes the new plan the
 
 Spark calls listeners on its listener bus, after the action has finished, so the hook never delays
 a job; and it never fails one: an error in the hook is logged once, counted, and the last good plan
-stays. ``detach`` unregisters it.
+stays. ``detach`` unregisters it. The hook feeds cardinalities only: a query execution listener is not
+told which jobs and stages were its action's, so stage times come through ``AdaptiveRunner``, which
+runs (and tags) the actions itself (``stages.StageListener``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import logging
 import threading
 from typing import Callable
 
-from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
 from ..optimizer.errors import QueryError
 from ..optimizer.optimizer import Optimizer
 from ..optimizer.plan import Plan
+from .callbacks import jvm_proxy
 from .metrics import executed_tree_of, observed_cardinalities
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,8 @@ class MetricsHook:
 
     def attach(self) -> "MetricsHook":
         if not self._attached:
-            gateway = self.spark.sparkContext._gateway
-            ensure_callback_server_started(gateway)
             if self._proxy is None:
-                self._proxy = gateway.jvm.java.util.Collections.singletonList(self._listener).get(0)
+                self._proxy = jvm_proxy(self.spark, self._listener)
             self.spark._jsparkSession.listenerManager().register(self._proxy)
             self._attached = True
         return self

@@ -22,6 +22,7 @@ from ..optimizer.deltas import DeltaStats
 from ..optimizer.optimizer import Optimizer
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
+from .stages import StageListener, cost_factor_feedback, stage_operators
 
 @dataclass
 class BatchRecord:
@@ -36,16 +37,21 @@ class BatchRecord:
 
 
 class AdaptiveRunner:
-    """Runs batches of a query whose relation ``stream`` changes from batch to batch."""
+    """Runs batches of a query whose relation ``stream`` changes from batch to batch.
+
+    With a ``stage_listener`` (attached), each batch's stage times also feed back, as cost factors.
+    """
 
     def __init__(self, optimizer: Optimizer, spark: SparkSession, static_tables: Mapping[str, DataFrame],
-                 stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None):
+                 stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
+                 stage_listener: StageListener | None = None):
         self.optimizer = optimizer
         self.spark = spark
         self.static_tables = dict(static_tables)
         self.stream = stream
         self.adaptive = adaptive
         self.on_batch = on_batch
+        self.stage_listener = stage_listener
         self.plan = optimizer.optimize()
         self.records: list[BatchRecord] = []
 
@@ -55,7 +61,12 @@ class AdaptiveRunner:
         executed_order = self.plan.join_order()
         start = time.perf_counter()
         frame = execute(self.plan, self.spark, tables)
-        result = [tuple(row) for row in frame.collect()]
+        tag = f"{id(self)}-{batch_id}"
+        if self.stage_listener is not None:
+            with self.stage_listener.tagged(tag):
+                result = [tuple(row) for row in frame.collect()]
+        else:
+            result = [tuple(row) for row in frame.collect()]
         batch_s = time.perf_counter() - start
         tree = executed_tree(frame, query)
         input_rows = next((n.rows for n in _scans(tree) if n.relations == {self.stream}), None)
@@ -64,6 +75,10 @@ class AdaptiveRunner:
             feedback = observed_cardinalities(tree, query)
             if input_rows is not None:
                 feedback = feedback + DeltaStats.table(query.table_of(self.stream), rows=input_rows)
+            if self.stage_listener is not None:
+                feedback = feedback + cost_factor_feedback(
+                    self.plan, self.stage_listener.stages(tag),
+                    stage_operators(frame._jdf.queryExecution().executedPlan()), self.optimizer.catalog.cost_factors)
             start = time.perf_counter()
             new_plan = self.optimizer.reoptimize(feedback)
             reopt_s = time.perf_counter() - start
