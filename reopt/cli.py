@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .datalog import DatalogError, Engine, Program
-from .optimizer import Catalog, Optimizer, OptimizerError
+from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError
+from .optimizer.optimizer import PRUNING_SETTINGS
 
 RULES = Path(__file__).resolve().parent.parent / "rules"
 
@@ -44,7 +45,8 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         with Progress(console=console, transient=True) as progress:
             tasks = {mode: progress.add_task(f"{mode:>8} run", total=config.batches) for mode in ("static", "adaptive")}
-            result = compare(spark, config, on_batch=lambda mode, record: progress.advance(tasks[mode]))
+            result = compare(spark, config, on_batch=lambda mode, record: progress.advance(tasks[mode]),
+                             optimizer_config=OptimizerConfig.setting(args.pruning))
     finally:
         spark.stop()
     table = Table("batch", "changed", "reopt ms", "adaptive s", "static s")
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--keys", type=int, default=200_000, help="keys per dimension table (default 200000)")
     demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--pruning", choices=list(PRUNING_SETTINGS), default="none",
+                      help="the optimizer's pruning setting (default none: every batch's feedback changes every "
+                           "statistic of this small query, and pruning then costs time without saving any)")
     demo.set_defaults(handler=_demo)
     engine_demo = sub.add_parser("engine-demo", help="the incremental datalog engine on shortest paths")
     engine_demo.add_argument("--edges", type=int, default=10_000, help="edges of the random graph (default 10000)")

@@ -14,7 +14,7 @@ from typing import Callable
 
 from pyspark.sql import SparkSession
 
-from ..optimizer.optimizer import Optimizer
+from ..optimizer.optimizer import Optimizer, OptimizerConfig
 from .drift import DriftConfig, query_sql, write_workload
 from .runner import AdaptiveRunner, BatchRecord, run_stream
 from .statistics import catalog_from_spark
@@ -52,7 +52,8 @@ class Comparison:
 
 
 def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | None = None,
-            on_batch: Callable[[str, BatchRecord], None] | None = None) -> Comparison:
+            on_batch: Callable[[str, BatchRecord], None] | None = None,
+            optimizer_config: OptimizerConfig | None = None) -> Comparison:
     """Run the drifting stream twice, static then adaptive, after a warm-up batch."""
     directory = Path(directory or tempfile.mkdtemp(prefix="reopt-demo-"))
     paths = write_workload(spark, config, directory / "data")
@@ -60,12 +61,13 @@ def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | No
     first_batch = spark.read.parquet(str(paths["events"] / "batch=0000"))
     catalog = catalog_from_spark(spark, {**static_tables, "events": first_batch})
     sql = query_sql(config)
-    AdaptiveRunner(Optimizer.from_sql(sql, catalog), spark, static_tables, "events", adaptive=False).run_batch(
+    AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
+                   adaptive=False).run_batch(
         first_batch, -1)
     schema = spark.read.parquet(str(paths["events"])).schema
     records = {}
     for mode in ("static", "adaptive"):
-        runner = AdaptiveRunner(Optimizer.from_sql(sql, catalog), spark, static_tables, "events",
+        runner = AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
                                 adaptive=mode == "adaptive",
                                 on_batch=(lambda r, m=mode: on_batch(m, r)) if on_batch else None)
         source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(paths["events"]))
