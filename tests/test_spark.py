@@ -71,6 +71,15 @@ def test_observed_join_rows_are_the_true_join_cardinalities(spark, tables, catal
         assert join.rows == spark.sql(sql).collect()[0][0], sorted(join.relations)
 
 
+def test_scans_report_the_bytes_of_the_files_they_read(spark, tables, catalog):
+    plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog).optimize()
+    frame = execute(plan, spark, tables)
+    frame.collect()
+    scans = executed_tree(frame, plan.query).scans()
+    assert len(scans) == 3
+    assert all(node.bytes and node.bytes > 0 for node in scans)
+
+
 def test_observed_cardinalities_feed_reoptimize(spark, tables, catalog):
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
     plan = optimizer.optimize()

@@ -33,14 +33,17 @@ class ExecutedNode:
     rows: int | None
     build_right: bool | None = None
     children: list["ExecutedNode"] = field(default_factory=list)
+    bytes: int | None = None  # for scans: bytes of the files read, where the source reports them
+
+    def nodes(self) -> list["ExecutedNode"]:
+        """Every node, children before parents."""
+        return [node for child in self.children for node in child.nodes()] + [self]
 
     def joins(self) -> list["ExecutedNode"]:
-        out = []
-        for child in self.children:
-            out.extend(child.joins())
-        if self.strategy != "scan":
-            out.append(self)
-        return out
+        return [node for node in self.nodes() if node.strategy != "scan"]
+
+    def scans(self) -> list["ExecutedNode"]:
+        return [node for node in self.nodes() if node.strategy == "scan"]
 
 
 def _seq(scala_seq) -> list:
@@ -59,9 +62,13 @@ def _unwrap(node):
             return node
 
 
-def _rows(node) -> int | None:
-    option = node.metrics().get("numOutputRows")
+def _metric(node, name: str) -> int | None:
+    option = node.metrics().get(name)
     return int(option.get().value()) if option.isDefined() else None
+
+
+def _rows(node) -> int | None:
+    return _metric(node, "numOutputRows")
 
 
 def _relation_of(node, query: Query) -> str | None:
@@ -75,11 +82,11 @@ def _relation_of(node, query: Query) -> str | None:
     return None
 
 
-def _leaf_rows(node) -> int | None:
-    """Rows read by the scan at the bottom of a single-input chain of operators."""
+def _leaf(node):
+    """The scan at the bottom of a single-input chain of operators."""
     while _seq(node.children()):
         node = _unwrap(_seq(node.children())[0])
-    return _rows(node)
+    return node
 
 
 def executed_tree(df: DataFrame, query: Query) -> ExecutedNode:
@@ -104,7 +111,8 @@ def executed_tree_of(physical_plan, query: Query) -> ExecutedNode:
             return [ExecutedNode(SPARK_JOINS[name], relations, _rows(node), build_right, children)]
         alias = _relation_of(node, query)
         if alias is not None and not _contains_join(node):
-            return [ExecutedNode("scan", frozenset([alias]), _leaf_rows(node))]
+            leaf = _leaf(node)
+            return [ExecutedNode("scan", frozenset([alias]), _rows(leaf), bytes=_metric(leaf, "filesSize"))]
         return [n for child in _seq(node.children()) for n in walk(child)]
 
     roots = [n for n in walk(physical_plan) if n.relations]

@@ -11,7 +11,9 @@ With ``adaptive=False`` the initial plan is kept throughout: the yardstick for t
 
 from __future__ import annotations
 
+import functools
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
@@ -19,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ..optimizer.deltas import DeltaStats
+from ..optimizer.errors import QueryError
 from ..optimizer.optimizer import Optimizer
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
@@ -37,26 +40,53 @@ class BatchRecord:
 
 
 class AdaptiveRunner:
-    """Runs batches of a query whose relation ``stream`` changes from batch to batch.
+    """Runs batches of a query whose table ``stream`` changes from batch to batch.
 
-    With a ``stage_listener`` (attached), each batch's stage times also feed back, as cost factors.
+    With ``window=(table, n)``, ``table`` holds the previous ``n`` batches of the stream (a windowed
+    self-join, as in Linear Road's SegTollS); the runner keeps them cached and tells the optimizer
+    their size. With a ``stage_listener`` (attached), each batch's stage times also feed back, as cost
+    factors.
     """
 
     def __init__(self, optimizer: Optimizer, spark: SparkSession, static_tables: Mapping[str, DataFrame],
                  stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
-                 stage_listener: StageListener | None = None):
+                 stage_listener: StageListener | None = None, window: tuple[str, int] | None = None):
+        query = optimizer.query
+        tables = {table for _alias, table in query.relations}
+        for name in [stream] + ([window[0]] if window else []):
+            if name not in tables:
+                raise QueryError(f"'{name}' is not a table of the query (tables: {', '.join(sorted(tables))})")
+        if window is not None and window[1] < 1:
+            raise QueryError(f"a window holds at least one batch, not {window[1]}")
         self.optimizer = optimizer
         self.spark = spark
         self.static_tables = dict(static_tables)
         self.stream = stream
+        self.stream_aliases = frozenset(alias for alias, table in query.relations if table == stream)
         self.adaptive = adaptive
         self.on_batch = on_batch
         self.stage_listener = stage_listener
+        self.window = window
+        self._recent: deque[tuple[DataFrame, int]] = deque()
         self.plan = optimizer.optimize()
         self.records: list[BatchRecord] = []
 
+    def _window_frame(self, batch: DataFrame) -> DataFrame:
+        if not self._recent:
+            return batch.limit(0)
+        return functools.reduce(DataFrame.unionByName, [frame for frame, _rows in self._recent])
+
+    def _remember(self, kept: DataFrame, rows: int) -> None:
+        self._recent.append((kept, rows))
+        while len(self._recent) > self.window[1]:
+            self._recent.popleft()[0].unpersist()
+
     def run_batch(self, batch: DataFrame, batch_id: int) -> BatchRecord:
-        tables = {**self.static_tables, self.stream: batch}
+        tables = {**self.static_tables}
+        if self.window is not None:
+            tables[self.window[0]] = self._window_frame(batch)
+            batch = batch.persist()  # cached by this batch's own scan, read again by the next windows
+        tables[self.stream] = batch
         query = self.optimizer.query
         executed_order = self.plan.join_order()
         start = time.perf_counter()
@@ -69,12 +99,17 @@ class AdaptiveRunner:
             result = [tuple(row) for row in frame.collect()]
         batch_s = time.perf_counter() - start
         tree = executed_tree(frame, query)
-        input_rows = next((n.rows for n in _scans(tree) if n.relations == {self.stream}), None)
+        input_rows = next((n.rows for n in tree.scans() if n.relations <= self.stream_aliases), None)
+        if self.window is not None:
+            self._remember(batch, input_rows if input_rows is not None else batch.count())
         reopt_s, changed = 0.0, False
         if self.adaptive:
             feedback = observed_cardinalities(tree, query)
             if input_rows is not None:
-                feedback = feedback + DeltaStats.table(query.table_of(self.stream), rows=input_rows)
+                feedback = feedback + DeltaStats.table(self.stream, rows=max(1, input_rows))
+            if self.window is not None:
+                window_rows = sum(rows for _frame, rows in self._recent)
+                feedback = feedback + DeltaStats.table(self.window[0], rows=max(1, window_rows))
             if self.stage_listener is not None:
                 feedback = feedback + cost_factor_feedback(
                     self.plan, self.stage_listener.stages(tag),
@@ -89,13 +124,6 @@ class AdaptiveRunner:
         if self.on_batch is not None:
             self.on_batch(record)
         return record
-
-
-def _scans(tree):
-    if tree.strategy == "scan":
-        yield tree
-    for child in tree.children:
-        yield from _scans(child)
 
 
 def run_partitions(runner: AdaptiveRunner, partitions: Iterable[DataFrame]) -> list[BatchRecord]:
