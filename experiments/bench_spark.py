@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 import reopt
+from reopt.optimizer.optimizer import PRUNING_SETTINGS
 from timing import timed
 from reopt.spark import catalog_from_spark, local_session
 from reopt.spark.drift import DriftConfig, query_sql, write_workload
@@ -42,6 +43,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--broadcast-mb", type=float, default=10.0,
                         help="reopt's broadcast threshold in MB of estimated in-memory bytes (default 10, as Spark's)")
+    parser.add_argument("--pruning", default="none", choices=list(PRUNING_SETTINGS),
+                        help="the optimizer's pruning setting (default none, as in the demo)")
     parser.add_argument("--json", help="write records and summary to this file")
     args = parser.parse_args()
 
@@ -55,7 +58,8 @@ def main() -> None:
     catalog = catalog_from_spark(spark, {**dims, "events": batches[0]})
     sql = query_sql(config)
 
-    settings = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=args.broadcast_mb * 1024 * 1024))
+    settings = reopt.OptimizerConfig.setting(
+        args.pruning, reopt.CostWeights(broadcast_threshold=args.broadcast_mb * 1024 * 1024))
     adaptive = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events")
     static = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events", adaptive=False)
     for name, frame in dims.items():

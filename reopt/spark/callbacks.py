@@ -15,3 +15,17 @@ def jvm_proxy(spark: SparkSession, listener: object):
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)
     return gateway.jvm.java.util.Collections.singletonList(listener).get(0)
+
+
+class JvmObject:
+    """The java.lang.Object methods py4j forwards to a Python implementation of a JVM interface
+    (Spark compares listeners when it removes one)."""
+
+    def equals(self, other) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:  # noqa: N802 - java.lang.Object
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:  # noqa: N802 - java.lang.Object
+        return f"{type(self).__module__}.{type(self).__qualname__}"

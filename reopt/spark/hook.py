@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from ..optimizer.errors import QueryError
 from ..optimizer.optimizer import Optimizer
 from ..optimizer.plan import Plan
-from .callbacks import jvm_proxy
+from .callbacks import JvmObject, jvm_proxy
 from .metrics import executed_tree_of, observed_cardinalities
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class MetricsHook:
             self._seen.notify_all()
 
 
-class _Listener:
+class _Listener(JvmObject):
     """org.apache.spark.sql.util.QueryExecutionListener, implemented in Python."""
 
     def __init__(self, hook: MetricsHook):

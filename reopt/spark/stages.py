@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import EXCHANGE, SCAN, SORT
-from .callbacks import jvm_proxy
+from .callbacks import JvmObject, jvm_proxy
 from .metrics import SPARK_JOINS, _seq, _unwrap
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class StageRecord:
     scopes: tuple[str, ...]  # RDD operation scopes of the stage: the operators that ran in it
 
 
-class StageListener:
+class StageListener(JvmObject):
     """org.apache.spark.scheduler.SparkListenerInterface, implemented in Python.
 
     py4j makes a new JVM proxy each time a Python object crosses over, so the proxy is made once and
