@@ -33,6 +33,19 @@ def test_attached_hook_feeds_observed_cardinalities_to_the_optimizer(spark, tabl
     assert (hook.plan.cost, hook.plan.key()) == (full.cost, full.key())
 
 
+def test_stage_times_of_the_hook_s_plans_reach_the_optimizer(spark, tables, optimizer):
+    hook = attach(spark, optimizer)
+    try:
+        execute(hook.plan, spark, tables).collect()
+        assert hook.wait_for(1, stages=1)
+    finally:
+        detach(hook)
+    assert (hook.stage_updates, hook.errors) == (1, 0)
+    assert all(1 / 8 <= f <= 8 for f in optimizer.catalog.cost_factors.values())
+    full = reopt.Optimizer(optimizer.query, optimizer.catalog).optimize()
+    assert (hook.plan.cost, hook.plan.key()) == (full.cost, full.key())
+
+
 def test_other_queries_are_ignored(spark, tables, optimizer):
     hook = attach(spark, optimizer)
     try:

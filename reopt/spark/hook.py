@@ -9,9 +9,11 @@ listener reads each join's output rows, re-optimizes, and makes the new plan the
 
 Spark calls listeners on its listener bus, after the action has finished, so the hook never delays
 a job; and it never fails one: an error in the hook is logged once, counted, and the last good plan
-stays. ``detach`` unregisters it. The hook feeds cardinalities only: a query execution listener is not
-told which jobs and stages were its action's, so stage times come through ``AdaptiveRunner``, which
-runs (and tags) the actions itself (``stages.StageListener``).
+stays. ``detach`` unregisters it.
+
+With ``stage_times=True`` (the default) the hook also registers a ``stages.StageListener``: when a SQL
+execution of the hook's current plan ends, its stage times become cost factors
+(``stages.cost_factor_feedback``) and the optimizer re-optimizes again.
 """
 
 from __future__ import annotations
@@ -26,23 +28,29 @@ from ..optimizer.errors import QueryError
 from ..optimizer.optimizer import Optimizer
 from ..optimizer.plan import Plan
 from .callbacks import JvmObject, jvm_proxy
-from .metrics import executed_tree_of, observed_cardinalities
+from .metrics import describe, executed_tree_of, observed_cardinalities, plan_shape
+from .stages import StageListener, cost_factor_feedback, stage_operators
 
 log = logging.getLogger(__name__)
 
 
 class MetricsHook:
-    def __init__(self, spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None):
+    def __init__(self, spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None,
+                 stage_times: bool = True):
         self.spark = spark
         self.optimizer = optimizer
         self.on_plan = on_plan
         self.plan = optimizer.optimize()
+        self._chosen: dict = {}
+        self._remember(self.plan)
         self.updates = 0  # plans of the query seen and fed back
+        self.stage_updates = 0  # executions of the current plan whose stage times were fed back
         self.errors = 0
         self._logged = False
         self._lock = threading.Lock()
         self._seen = threading.Condition(self._lock)
         self._listener = _Listener(self)
+        self._stages = StageListener(spark, on_execution=self._handle_stages) if stage_times else None
         self._proxy = None
         self._attached = False
 
@@ -51,6 +59,8 @@ class MetricsHook:
             if self._proxy is None:
                 self._proxy = jvm_proxy(self.spark, self._listener)
             self.spark._jsparkSession.listenerManager().register(self._proxy)
+            if self._stages is not None:
+                self._stages.attach()
             self._attached = True
         return self
 
@@ -58,15 +68,45 @@ class MetricsHook:
         if self._attached:
             self._attached = False
             self.spark._jsparkSession.listenerManager().unregister(self._proxy)
+            if self._stages is not None:
+                self._stages.detach()
 
     @property
     def attached(self) -> bool:
         return self._attached
 
-    def wait_for(self, events: int, timeout: float = 30.0) -> bool:
-        """Block until ``events`` plans were handled (fed back or failed); for tests and scripts."""
+    def wait_for(self, events: int, timeout: float = 30.0, stages: int = 0) -> bool:
+        """Block until ``events`` plans were handled (fed back or failed) and ``stages`` executions' stage
+        times were fed back; for tests and scripts."""
         with self._seen:
-            return self._seen.wait_for(lambda: self.updates + self.errors >= events, timeout)
+            return self._seen.wait_for(
+                lambda: self.updates + self.errors >= events and self.stage_updates >= stages, timeout)
+
+    def _handle_stages(self, query_execution, stages) -> None:
+        if not self._attached:
+            return
+        try:
+            physical_plan = query_execution.executedPlan()
+            tree = executed_tree_of(physical_plan, self.optimizer.query)
+        except QueryError:
+            return
+        except Exception as exc:  # noqa: BLE001 - a hook must never fail the job
+            self._failed(exc)
+            return
+        try:
+            with self._lock:
+                ran = self._chosen.get(describe(tree))
+                if ran is None:
+                    return  # not a plan this hook chose: no estimates to compare with
+                feedback = cost_factor_feedback(ran, stages, stage_operators(physical_plan),
+                                                self.optimizer.catalog.cost_factors)
+                if len(feedback):
+                    plan = self.optimizer.reoptimize(feedback)
+                    self._adopt(plan)
+                self.stage_updates += 1
+                self._seen.notify_all()
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
 
     def _handle(self, physical_plan) -> None:
         if not self._attached:
@@ -80,14 +120,23 @@ class MetricsHook:
             return
         try:
             with self._lock:
-                plan = self.optimizer.reoptimize(observed_cardinalities(tree, self.optimizer.query))
-                if self.on_plan is not None:
-                    self.on_plan(plan)
-                self.plan = plan
+                self._adopt(self.optimizer.reoptimize(observed_cardinalities(tree, self.optimizer.query)))
                 self.updates += 1
                 self._seen.notify_all()
         except Exception as exc:  # noqa: BLE001
             self._failed(exc)
+
+    def _adopt(self, plan: Plan) -> None:
+        if self.on_plan is not None:
+            self.on_plan(plan)
+        self.plan = plan
+        self._remember(plan)
+
+    def _remember(self, plan: Plan) -> None:
+        """Keep the last few chosen plans by shape, to compare a finished execution with its estimates."""
+        self._chosen[plan_shape(plan)] = plan
+        while len(self._chosen) > 8:
+            del self._chosen[next(iter(self._chosen))]
 
     def _failed(self, exc: Exception) -> None:
         with self._lock:
@@ -117,9 +166,10 @@ class _Listener(JvmObject):
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
 
-def attach(spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None) -> MetricsHook:
+def attach(spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None,
+           stage_times: bool = True) -> MetricsHook:
     """Register a hook that feeds ``optimizer`` after every action on a plan of its query."""
-    return MetricsHook(spark, optimizer, on_plan).attach()
+    return MetricsHook(spark, optimizer, on_plan, stage_times).attach()
 
 
 def detach(hook: MetricsHook) -> None:

@@ -1,11 +1,12 @@
 """Stage times: how long Spark really spent, per stage, turned into operator cost factors.
 
-``StageListener`` implements the JVM's ``SparkListenerInterface`` in Python through py4j. It records,
-for each action run under ``listener.tagged(tag)``, each completed stage's executor run time, bytes
-read and shuffled, and the RDD scopes of the stage, which name the physical operators that ran in it
-("WholeStageCodegen (3)", "Exchange", ...). The tag travels as a job property, which is how a stage is
-told apart from those of other queries. Every other callback of the interface is accepted and
-ignored, and nothing raised inside a callback reaches Spark's listener bus.
+``StageListener`` implements the JVM's ``SparkListenerInterface`` in Python through py4j. It records
+each completed stage's executor run time, bytes read and shuffled, and the RDD scopes of the stage,
+which name the physical operators that ran in it ("WholeStageCodegen (3)", "Exchange", ...). Stages
+are grouped by the tag of ``listener.tagged(tag)`` when the action ran under one (a job property), else
+by their SQL execution, whose end (``SparkListenerSQLExecutionEnd``, after all of its stages) hands
+the execution's ``QueryExecution`` and stages to ``on_execution``. Every other callback of the
+interface is accepted and ignored, and nothing raised inside a callback reaches Spark's listener bus.
 
 ``cost_factor_feedback`` compares measured with estimated time per operator: each stage's run time is
 shared among the operator types that ran in it in proportion to their estimated local costs in the
@@ -21,7 +22,7 @@ import math
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pyspark.sql import SparkSession
 
@@ -34,6 +35,7 @@ from .metrics import SPARK_JOINS, _seq, _unwrap
 log = logging.getLogger(__name__)
 
 TAG = "reopt.stage.tag"  # the job property that carries the caller's tag
+EXECUTION_ID = "spark.sql.execution.id"  # the job property Spark sets for SQL executions
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,10 @@ class StageListener(JvmObject):
     kept for adding and removing the listener alike.
     """
 
-    def __init__(self, spark: SparkSession):
+    def __init__(self, spark: SparkSession,
+                 on_execution: Callable[[object, list[StageRecord]], None] | None = None):
         self.spark = spark
+        self.on_execution = on_execution
         self._lock = threading.Condition()
         self._execution_of_stage: dict[int, str] = {}
         self._pending_jobs: dict[str, set[int]] = {}
@@ -89,20 +93,29 @@ class StageListener(JvmObject):
 
     def stages(self, tag: str, timeout: float = 5.0) -> list[StageRecord]:
         """The completed stages of the jobs run under ``tag``, once all of them have ended (the listener
-        bus is asynchronous) or at the timeout."""
+        bus is asynchronous) or at the timeout; they are handed over, not kept."""
         key = str(tag)
         with self._lock:
             self._lock.wait_for(lambda: not self._pending_jobs.get(key), timeout)
-            return list(self._stages.get(key, ()))
+            self._pending_jobs.pop(key, None)
+            stages = self._stages.pop(key, [])
+            for stage in stages:
+                self._execution_of_stage.pop(stage.stage_id, None)
+            return stages
 
     # -- the JVM interface ---------------------------------------------------------------------
 
     def onJobStart(self, event) -> None:  # noqa: N802 - JVM interface
         try:
             properties = event.properties()
-            execution = properties.getProperty(TAG) if properties is not None else None
-            if execution is None:
+            if properties is None:
                 return
+            execution = properties.getProperty(TAG)
+            if execution is None:
+                sql = properties.getProperty(EXECUTION_ID)
+                if sql is None:
+                    return
+                execution = f"sql:{sql}"
             stage_ids = event.stageIds()
             with self._lock:
                 self._pending_jobs.setdefault(execution, set()).add(event.jobId())
@@ -139,6 +152,22 @@ class StageListener(JvmObject):
                 tuple(scopes))
             with self._lock:
                 self._stages.setdefault(execution, []).append(record)
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
+
+    def onOtherEvent(self, event) -> None:  # noqa: N802
+        try:
+            if event.getClass().getSimpleName() != "SparkListenerSQLExecutionEnd":
+                return
+            key = f"sql:{event.executionId()}"
+            with self._lock:
+                self._pending_jobs.pop(key, None)
+                stages = self._stages.pop(key, [])
+                for stage in stages:
+                    self._execution_of_stage.pop(stage.stage_id, None)
+            error = event.errorMessage()  # None or "" when the execution succeeded
+            if self.on_execution is not None and stages and (error.isEmpty() or not error.get()):
+                self.on_execution(event.qe(), stages)
         except Exception as exc:  # noqa: BLE001
             self._failed(exc)
 
