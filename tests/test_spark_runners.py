@@ -58,9 +58,8 @@ def test_stage_times_of_each_batch_feed_back_as_cost_factors(spark, workload):
     listener = StageListener(spark).attach()
     try:
         runner = AdaptiveRunner(optimizer, spark, static, "events", stage_listener=listener)
-        run_partitions(runner, batches[:2])
-        tags = [f"{id(runner)}-{b}" for b in range(2)]
-        assert all(listener.stages(tag) for tag in tags)
+        records = run_partitions(runner, batches[:2])
+        assert all(record.stages for record in records)
     finally:
         listener.detach()
     factors = optimizer.catalog.cost_factors

@@ -37,6 +37,7 @@ class BatchRecord:
     input_rows: int | None
     result: list
     trigger_s: float | None = None  # Spark's own duration of the micro-batch (streams only)
+    stages: int | None = None  # stages whose times were fed back (with a stage listener)
 
 
 class AdaptiveRunner:
@@ -102,7 +103,7 @@ class AdaptiveRunner:
         input_rows = next((n.rows for n in tree.scans() if n.relations <= self.stream_aliases), None)
         if self.window is not None:
             self._remember(batch, input_rows if input_rows is not None else batch.count())
-        reopt_s, changed = 0.0, False
+        reopt_s, changed, stage_count = 0.0, False, None
         if self.adaptive:
             feedback = observed_cardinalities(tree, query)
             if input_rows is not None:
@@ -111,15 +112,18 @@ class AdaptiveRunner:
                 window_rows = sum(rows for _frame, rows in self._recent)
                 feedback = feedback + DeltaStats.table(self.window[0], rows=max(1, window_rows))
             if self.stage_listener is not None:
+                stages = self.stage_listener.stages(tag)
+                stage_count = len(stages)
                 feedback = feedback + cost_factor_feedback(
-                    self.plan, self.stage_listener.stages(tag),
-                    stage_operators(frame._jdf.queryExecution().executedPlan()), self.optimizer.catalog.cost_factors)
+                    self.plan, stages, stage_operators(frame._jdf.queryExecution().executedPlan()),
+                    self.optimizer.catalog.cost_factors)
             start = time.perf_counter()
             new_plan = self.optimizer.reoptimize(feedback)
             reopt_s = time.perf_counter() - start
             changed = new_plan.key() != self.plan.key()
             self.plan = new_plan
-        record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result)
+        record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
+                             stages=stage_count)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
