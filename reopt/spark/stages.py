@@ -60,7 +60,8 @@ class StageListener(JvmObject):
         self.spark = spark
         self.on_execution = on_execution
         self._lock = threading.Condition()
-        self._execution_of_stage: dict[int, str] = {}
+        self._execution_of_stage: dict[int, str] = {}  # stages of running jobs
+        self._stages_of_job: dict[int, list[int]] = {}
         self._pending_jobs: dict[str, set[int]] = {}
         self._stages: dict[str, list[StageRecord]] = {}
         self._proxy = None
@@ -98,10 +99,7 @@ class StageListener(JvmObject):
         with self._lock:
             self._lock.wait_for(lambda: not self._pending_jobs.get(key), timeout)
             self._pending_jobs.pop(key, None)
-            stages = self._stages.pop(key, [])
-            for stage in stages:
-                self._execution_of_stage.pop(stage.stage_id, None)
-            return stages
+            return self._stages.pop(key, [])
 
     # -- the JVM interface ---------------------------------------------------------------------
 
@@ -119,8 +117,9 @@ class StageListener(JvmObject):
             stage_ids = event.stageIds()
             with self._lock:
                 self._pending_jobs.setdefault(execution, set()).add(event.jobId())
-                for i in range(stage_ids.size()):
-                    self._execution_of_stage[stage_ids.apply(i)] = execution
+                self._stages_of_job[event.jobId()] = [stage_ids.apply(i) for i in range(stage_ids.size())]
+                for stage_id in self._stages_of_job[event.jobId()]:
+                    self._execution_of_stage[stage_id] = execution
         except Exception as exc:  # noqa: BLE001 - nothing may escape into Spark's listener bus
             self._failed(exc)
 
@@ -129,6 +128,8 @@ class StageListener(JvmObject):
             with self._lock:
                 for jobs in self._pending_jobs.values():
                     jobs.discard(event.jobId())
+                for stage_id in self._stages_of_job.pop(event.jobId(), ()):  # skipped stages never complete
+                    self._execution_of_stage.pop(stage_id, None)
                 self._lock.notify_all()
         except Exception as exc:  # noqa: BLE001
             self._failed(exc)
@@ -136,7 +137,8 @@ class StageListener(JvmObject):
     def onStageCompleted(self, event) -> None:  # noqa: N802
         try:
             info = event.stageInfo()
-            execution = self._execution_of_stage.get(info.stageId())
+            with self._lock:
+                execution = self._execution_of_stage.get(info.stageId())
             if execution is None:
                 return
             metrics = info.taskMetrics()
@@ -163,8 +165,6 @@ class StageListener(JvmObject):
             with self._lock:
                 self._pending_jobs.pop(key, None)
                 stages = self._stages.pop(key, [])
-                for stage in stages:
-                    self._execution_of_stage.pop(stage.stage_id, None)
             error = event.errorMessage()  # None or "" when the execution succeeded
             if self.on_execution is not None and stages and (error.isEmpty() or not error.get()):
                 self.on_execution(event.qe(), stages)
