@@ -50,6 +50,7 @@ def test_runner_keeps_its_plan_when_nothing_changes(spark, workload):
     records = run_partitions(runner, [batches[0]] * 6)
     assert [r.changed for r in records[-3:]] == [False, False, False]
     assert len({r.plan for r in records[-3:]}) == 1
+    assert len({r.key for r in records[-3:]}) == 1 and records[-1].key == runner.plan.key()
 
 
 def test_stage_times_of_each_batch_feed_back_as_cost_factors(spark, workload):

@@ -38,6 +38,7 @@ class BatchRecord:
     result: list
     trigger_s: float | None = None  # Spark's own duration of the micro-batch (streams only)
     stages: int | None = None  # stages whose times were fed back (with a stage listener)
+    key: str = ""  # Plan.key() of the plan this batch ran with
 
 
 class AdaptiveRunner:
@@ -89,7 +90,7 @@ class AdaptiveRunner:
             batch = batch.persist()  # cached by this batch's own scan, read again by the next windows
         tables[self.stream] = batch
         query = self.optimizer.query
-        executed_order = self.plan.join_order()
+        executed_order, executed_key = self.plan.join_order(), self.plan.key()
         start = time.perf_counter()
         frame = execute(self.plan, self.spark, tables)
         tag = f"{id(self)}-{batch_id}"
@@ -123,7 +124,7 @@ class AdaptiveRunner:
             changed = new_plan.key() != self.plan.key()
             self.plan = new_plan
         record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
-                             stages=stage_count)
+                             stages=stage_count, key=executed_key)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
