@@ -17,12 +17,8 @@ from pathlib import Path
 
 import reopt
 from timing import timed
-from reopt.optimizer.estimate import Estimator
+from changes import FACTORS, selectivity_change
 from reopt.optimizer.workloads import TPCH
-
-FACTORS = (0.125, 0.25, 0.5, 2.0, 4.0, 8.0)
-
-
 
 
 def bench(name: str, sql: str, runs: int) -> dict:
@@ -34,18 +30,14 @@ def bench(name: str, sql: str, runs: int) -> dict:
     query = optimizer.query
     reopt_times, checked = [], 0
     for predicate in query.joins:
-        pair = query.bit(predicate.left.alias) | query.bit(predicate.right.alias)
-        base = Estimator(query, optimizer.catalog)
-        selectivity = base.rows(pair) / (base.rows(query.bit(predicate.left.alias))
-                                         * base.rows(query.bit(predicate.right.alias)))
         for factor in FACTORS:
-            changed = min(1.0, selectivity * factor)
-            plan, elapsed = timed(lambda: optimizer.reoptimize(reopt.DeltaStats.selectivity(predicate.text, changed)))
+            delta, revert = selectivity_change(query, optimizer.catalog, predicate.text, factor)
+            plan, elapsed = timed(lambda: optimizer.reoptimize(delta))
             reopt_times.append(elapsed)
             full = reopt.Optimizer(query, optimizer.catalog).optimize()
             assert (plan.cost, plan.key()) == (full.cost, full.key()), f"{name}: mismatch after {predicate.text}"
             checked += 1
-            optimizer.reoptimize(reopt.DeltaStats.selectivity(predicate.text, min(1.0, selectivity)))
+            optimizer.reoptimize(revert)
     record = {
         "query": name,
         "initial_median_s": statistics.median(initial),

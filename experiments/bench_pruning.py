@@ -31,10 +31,6 @@ from reopt.optimizer.workloads import TPCH
 QUERIES = ("Q5", "Q10", "Q8Join")
 
 
-def join_predicates(query: reopt.Query) -> list[str]:
-    return sorted(text for text, predicate in query.predicate_texts().items() if hasattr(predicate, "left"))
-
-
 def measure(name: str, setting: str, catalog: reopt.Catalog, repeat: int) -> dict:
     config = reopt.OptimizerConfig.setting(setting)
     initial_s = median_time(lambda: reopt.Optimizer.from_sql(TPCH[name], catalog, config).optimize(), repeat)
@@ -44,7 +40,7 @@ def measure(name: str, setting: str, catalog: reopt.Catalog, repeat: int) -> dic
     query = optimizer.query
     none = reopt.OptimizerConfig.setting("none")
     reopt_times, entries_touched, alternatives_touched = [], [], []
-    for predicate in join_predicates(query):
+    for predicate in sorted(p.text for p in query.joins):
         for factor in FACTORS:
             delta, revert = selectivity_change(query, optimizer.catalog, predicate, factor)
             plan, seconds = timed(lambda: optimizer.reoptimize(delta))
