@@ -77,12 +77,19 @@ def test_costs_scale_with_their_cost_factor():
     assert costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 4.0)[0][0] == pytest.approx(4 * base)
 
 
-def test_sort_costs_n_log_n_and_exchange_costs_bytes():
+def test_sort_costs_n_log_n_and_exchange_costs_rows_and_bytes():
     w = CostWeights()
     costs = CostModel(w)
     assert costs.unary("sort", 1024, 10, 1.0)[0][0] == pytest.approx(1024 * 10 * w.sort_row)
-    assert costs.unary("exchange", 1000, 50, 1.0)[0][0] == pytest.approx(50_000 * w.shuffle_byte)
+    assert costs.unary("exchange", 1000, 50, 1.0)[0][0] == pytest.approx(1000 * w.shuffle_row + 50_000 * w.shuffle_byte)
     assert costs.scan(10, 8, 4096, 1.0)[0][0] == pytest.approx(4096 * w.scan_byte + 10 * w.row_out)
+
+
+def test_a_broadcast_row_costs_more_than_a_row_built_locally():
+    costs = CostModel()
+    broadcast = costs.join("broadcast_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0)[0][0]
+    shuffled = costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0)[0][0]
+    assert broadcast - shuffled == pytest.approx(1e3 * (costs.w.broadcast_row + 8 * costs.w.broadcast_byte))
 
 
 def test_building_the_smaller_side_is_cheaper():

@@ -104,3 +104,21 @@ def test_missing_table_is_a_query_error(spark, tables, catalog):
     plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog).optimize()
     with pytest.raises(reopt.QueryError, match="no DataFrame given for table"):
         execute(plan, spark, {"orders": tables["orders"]})
+
+
+def test_catalog_widths_are_sparks_stored_size(spark, tables):
+    """Widths follow Spark's own size estimate (compressed files), which its broadcast threshold uses."""
+    orders = tables["orders"]
+    measured = catalog_from_spark(spark, {"orders": orders}).table("orders")
+    size = orders._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+    assert measured.rows * measured.width == pytest.approx(size)
+    assert sum(measured.column_width(c) for c in orders.columns) == pytest.approx(measured.width)
+    types = dict(orders.dtypes)
+    assert (types["o_comment"], types["o_orderkey"]) == ("string", "bigint")
+    assert measured.column_width("o_comment") == pytest.approx(20 / 8 * measured.column_width("o_orderkey"))
+
+
+def test_catalog_widths_fall_back_to_in_memory_sizes_without_a_spark_estimate(spark):
+    frame = spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string")
+    measured = catalog_from_spark(spark, {"t": frame}).table("t")
+    assert (measured.column_width("id"), measured.column_width("name")) == (8.0, 20.0)

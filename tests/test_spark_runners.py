@@ -4,7 +4,7 @@ stream runner runs one plan per micro-batch with the same results as a static ru
 import pytest
 
 import reopt
-from reopt.spark import catalog_from_spark
+from reopt.spark import catalog_from_spark, execute
 from reopt.spark.demo import compare
 from reopt.spark.drift import DriftConfig, query_sql, write_workload
 from reopt.spark.metrics import plan_shape
@@ -88,3 +88,27 @@ def test_stream_runs_one_plan_per_micro_batch_with_static_results(spark, tmp_pat
     assert all(r.trigger_s is not None and r.trigger_s >= r.batch_s - 0.01 for r in result.adaptive)
     assert seen == [("static", b) for b in range(4)] + [("adaptive", b) for b in range(4)]
     assert result.summary().startswith("summary: batches=4 plan_changes=")
+
+
+def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spark, workload):
+    """A broadcast Spark refuses (here: over a 1 KB broadcast limit) fails the plan, not the batch."""
+    static, batches, catalog = workload
+    optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
+    runner = AdaptiveRunner(optimizer, spark, static, "events")
+    assert "BHJ" in runner.plan.join_order()
+    expected = run_partitions(AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static,
+                                             "events", adaptive=False), batches[:1])[0].result
+    spark.conf.set("spark.sql.maxBroadcastTableSize", "1k")
+    try:
+        record = runner.run_batch(batches[0], 0)
+    finally:
+        spark.conf.unset("spark.sql.maxBroadcastTableSize")
+    assert record.retried and sorted(record.result) == sorted(expected)
+    assert len(optimizer.catalog.observed) == 3  # the retry's join cardinalities fed back
+
+
+def test_execute_rejects_an_unknown_join_strategy(spark, workload):
+    static, batches, catalog = workload
+    plan = reopt.Optimizer.from_sql(query_sql(SMALL), catalog).optimize()
+    with pytest.raises(reopt.QueryError, match="unknown join strategy 'nested_loop'"):
+        execute(plan, spark, {**static, "events": batches[0]}, join_strategy="nested_loop")

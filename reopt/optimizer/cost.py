@@ -5,15 +5,18 @@ Local cost of each operator (before its runtime cost factor, which multiplies it
 | operator | cost |
 | --- | --- |
 | scan | bytes scanned x ``scan_byte`` + rows out x ``row_out`` |
-| exchange | bytes shuffled (rows x width) x ``shuffle_byte`` |
+| exchange | rows x ``shuffle_row`` + bytes shuffled (rows x width) x ``shuffle_byte`` |
 | sort | rows x log2(rows) x ``sort_row`` |
-| broadcast_hash_join | build bytes x ``broadcast_byte`` + build rows x ``build_row`` + probe rows x ``probe_row`` + rows out x ``row_out``; impossible when the build side exceeds ``broadcast_threshold`` bytes |
+| broadcast_hash_join | build bytes x ``broadcast_byte`` + build rows x (``build_row`` + ``broadcast_row``) + probe rows x ``probe_row`` + rows out x ``row_out``; impossible when the build side exceeds ``broadcast_threshold`` bytes |
 | shuffled_hash_join | build rows x ``build_row`` + probe rows x ``probe_row`` + rows out x ``row_out`` |
 | sort_merge_join | (left + right rows) x ``merge_row`` + rows out x ``row_out`` |
 
-The unit is roughly a second of one core: the defaults read 1 GB/s from storage, shuffle at 250
-MB/s, broadcast at 125 MB/s (the build side goes to every executor), and spend tens of nanoseconds
-per row in hash tables and merges.
+The unit is roughly a second of one core. Widths are bytes as Spark sizes data (compressed where
+it is stored compressed, see ``reopt.spark.statistics``), so the byte weights stand for I/O and
+network; the per-row weights, which dominate on one machine, are what
+``experiments/calibrate_costs.py`` measured on local Spark (rounded): a row costs about 400 ns to
+shuffle, 500 ns to broadcast and build, 250 ns to build locally and 100 ns to probe, and Spark's
+radix sort costs a few nanoseconds per row and comparison level.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from .plan_space import BROADCAST_HASH_JOIN, EXCHANGE, SCAN, SHUFFLED_HASH_JOIN,
 @dataclass(frozen=True)
 class CostWeights:
     scan_byte: float = 1e-9
+    shuffle_row: float = 3.5e-7
     shuffle_byte: float = 4e-9
+    broadcast_row: float = 2.5e-7
     broadcast_byte: float = 8e-9
-    sort_row: float = 2e-8
-    build_row: float = 6e-8
-    probe_row: float = 2e-8
-    merge_row: float = 2e-8
-    row_out: float = 1e-8
+    sort_row: float = 5e-9
+    build_row: float = 2.5e-7
+    probe_row: float = 1e-7
+    merge_row: float = 1.2e-7
+    row_out: float = 2e-8
     broadcast_threshold: float = 10 * 1024 * 1024  # bytes; Spark's spark.sql.autoBroadcastJoinThreshold
 
 
@@ -48,7 +53,7 @@ class CostModel:
 
     def unary(self, op: str, rows: float, width: float, factor: float) -> list[tuple[float]]:
         if op == EXCHANGE:
-            cost = rows * width * self.w.shuffle_byte
+            cost = rows * (self.w.shuffle_row + width * self.w.shuffle_byte)
         elif op == SORT:
             cost = rows * math.log2(max(rows, 2.0)) * self.w.sort_row
         else:
@@ -62,7 +67,8 @@ class CostModel:
             build_bytes = rrows * rwidth
             if build_bytes > w.broadcast_threshold:
                 return []
-            cost = build_bytes * w.broadcast_byte + rrows * w.build_row + lrows * w.probe_row + rows * w.row_out
+            cost = (build_bytes * w.broadcast_byte + rrows * (w.build_row + w.broadcast_row) + lrows * w.probe_row
+                    + rows * w.row_out)
         elif op == SHUFFLED_HASH_JOIN:
             cost = rrows * w.build_row + lrows * w.probe_row + rows * w.row_out
         elif op == SORT_MERGE_JOIN:

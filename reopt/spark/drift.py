@@ -9,9 +9,9 @@ with a dimension multiplies the events it keeps by ``fanout``); the query keeps 
 rotates: in each phase one dimension keeps 2% of the events and the others 50-90%, so joining a
 non-selective dimension first inflates the intermediate result several times over. Keys are drawn
 with Zipf-like skew (``u ** zipf`` over the key range). The optimizer's estimates assume uniform data
-(``kept_percent`` everywhere), so only runtime feedback reveals which join to do first. With the
-defaults the filtered dimensions are too large to broadcast, so intermediate results are shuffled
-and a poor join order costs real time.
+(``kept_percent`` everywhere), so only runtime feedback reveals which join to do first. The filtered
+dimensions are small enough (as stored) to broadcast, so every join can be a broadcast hash join in
+one pipeline, and a poor join order costs real time by probing several times more rows.
 """
 
 from __future__ import annotations

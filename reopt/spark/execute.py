@@ -28,14 +28,22 @@ HINTS = {BROADCAST_HASH_JOIN: "broadcast", SHUFFLED_HASH_JOIN: "shuffle_hash", S
 _view_names = itertools.count()
 
 
-def execute(plan: Plan, spark: SparkSession, tables: Mapping[str, DataFrame]) -> DataFrame:
-    """The query's result as a DataFrame computed by ``plan`` (``tables``: table name -> DataFrame)."""
+def execute(plan: Plan, spark: SparkSession, tables: Mapping[str, DataFrame],
+            join_strategy: str | None = None) -> DataFrame:
+    """The query's result as a DataFrame computed by ``plan`` (``tables``: table name -> DataFrame).
+
+    ``join_strategy`` (a join operator of ``reopt.optimizer.plan_space``) runs every join with that
+    strategy instead of the plan's, in the plan's order: sort-merge joins spill to disk where hash
+    tables run out of memory, so the runners retry a failed batch that way.
+    """
     query = plan.query
     missing = sorted({t for _, t in query.relations} - set(tables))
     if missing:
         raise QueryError(f"no DataFrame given for table(s) {', '.join(missing)}")
+    if join_strategy is not None and join_strategy not in HINTS:
+        raise QueryError(f"unknown join strategy {join_strategy!r} (one of {', '.join(sorted(HINTS))})")
     force_plans(spark)
-    joined = join_tree(plan.root, query, tables)
+    joined = join_tree(plan.root, query, tables, join_strategy)
     return _final_step(query, joined)
 
 
@@ -54,7 +62,8 @@ def _renamed(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
-def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame]) -> DataFrame:
+def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame],
+              join_strategy: str | None = None) -> DataFrame:
     """The DataFrame of one plan node: scans with filters, joins in order with strategy hints."""
     if node.op == SCAN:
         alias = query.names(node.expr)[0]
@@ -64,15 +73,15 @@ def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame]) -> 
             frame = frame.where(F.expr(_renamed(f.expression).sql(dialect="spark")))
         return frame
     if node.op not in JOINS:
-        return join_tree(node.children[0], query, tables)  # enforcers: Spark inserts them itself
+        return join_tree(node.children[0], query, tables, join_strategy)  # enforcers: Spark inserts them
     left_node, right_node = node.children
-    left = join_tree(left_node, query, tables)
-    right = join_tree(right_node, query, tables)
+    left = join_tree(left_node, query, tables, join_strategy)
+    right = join_tree(right_node, query, tables, join_strategy)
     condition = None
     for p in query.joins_between(left_node.expr, right_node.expr):
         term = F.col(column_name(p.left.alias, p.left.column)) == F.col(column_name(p.right.alias, p.right.column))
         condition = term if condition is None else condition & term
-    return left.join(right.hint(HINTS[node.op]), condition, "inner")
+    return left.join(right.hint(HINTS[join_strategy or node.op]), condition, "inner")
 
 
 def _final_step(query: Query, joined: DataFrame) -> DataFrame:

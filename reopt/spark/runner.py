@@ -7,25 +7,36 @@ back to the optimizer, and use the re-optimized plan for the next batch.
   current plan (file source, ``trigger(availableNow=True)`` so runs are deterministic).
 
 With ``adaptive=False`` the initial plan is kept throughout: the yardstick for the adaptive run.
+
+A plan chosen from the previous batch's statistics can meet data it was not chosen for: when the
+data drifts, a join input estimated small may be large, and a hash table built on it can exhaust
+memory. A batch whose plan fails in Spark runs again in the same join order with sort-merge joins
+(which spill to disk), its record says so, and its join cardinalities still feed back, so the next
+plan knows the new sizes. Only a batch that fails that way too raises.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.errors import QueryError
 from ..optimizer.optimizer import Optimizer
+from ..optimizer.plan_space import SORT_MERGE_JOIN
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
 from .stages import StageListener, cost_factor_feedback, stage_operators
+
+log = logging.getLogger(__name__)
 
 @dataclass
 class BatchRecord:
@@ -39,6 +50,7 @@ class BatchRecord:
     trigger_s: float | None = None  # Spark's own duration of the micro-batch (streams only)
     stages: int | None = None  # stages whose times were fed back (with a stage listener)
     key: str = ""  # Plan.key() of the plan this batch ran with
+    retried: bool = False  # the plan failed in Spark; the batch ran again with sort-merge joins
 
 
 class AdaptiveRunner:
@@ -94,11 +106,17 @@ class AdaptiveRunner:
         start = time.perf_counter()
         frame = execute(self.plan, self.spark, tables)
         tag = f"{id(self)}-{batch_id}"
-        if self.stage_listener is not None:
-            with self.stage_listener.tagged(tag):
-                result = [tuple(row) for row in frame.collect()]
-        else:
+        retried = False
+        try:
+            result = self._collect(frame, tag)
+        except Py4JJavaError as error:
+            log.warning("batch %s failed with plan %s (%s); running it again with sort-merge joins",
+                        batch_id, executed_order, str(error.java_exception).splitlines()[0])
+            if self.stage_listener is not None:
+                self.stage_listener.stages(tag)  # the failed attempt's stages: discarded
+            frame = execute(self.plan, self.spark, tables, join_strategy=SORT_MERGE_JOIN)
             result = [tuple(row) for row in frame.collect()]
+            retried = True
         batch_s = time.perf_counter() - start
         tree = executed_tree(frame, query)
         input_rows = next((n.rows for n in tree.scans() if n.relations <= self.stream_aliases), None)
@@ -112,7 +130,7 @@ class AdaptiveRunner:
             if self.window is not None:
                 window_rows = sum(rows for _frame, rows in self._recent)
                 feedback = feedback + DeltaStats.table(self.window[0], rows=max(1, window_rows))
-            if self.stage_listener is not None:
+            if self.stage_listener is not None and not retried:  # stage times of the plan it chose only
                 stages = self.stage_listener.stages(tag)
                 stage_count = len(stages)
                 feedback = feedback + cost_factor_feedback(
@@ -124,11 +142,18 @@ class AdaptiveRunner:
             changed = new_plan.key() != self.plan.key()
             self.plan = new_plan
         record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
-                             stages=stage_count, key=executed_key)
+                             stages=stage_count, key=executed_key, retried=retried)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
         return record
+
+
+    def _collect(self, frame: DataFrame, tag: str) -> list[tuple]:
+        if self.stage_listener is None:
+            return [tuple(row) for row in frame.collect()]
+        with self.stage_listener.tagged(tag):
+            return [tuple(row) for row in frame.collect()]
 
 
 def run_partitions(runner: AdaptiveRunner, partitions: Iterable[DataFrame]) -> list[BatchRecord]:

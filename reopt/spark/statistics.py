@@ -1,5 +1,12 @@
 """Statistics computed from data: one aggregation job per table (row count, and per column the
-approximate distinct count and, for orderable types, min and max)."""
+approximate distinct count and, for orderable types, min and max).
+
+Widths are bytes as Spark sizes the table: its own size estimate (for files, the bytes on disk, so
+compressed) over the rows, shared among the columns in proportion to their in-memory sizes
+(``DataType.defaultSize``). Spark compares that same measure with its broadcast threshold, so a
+build side reopt deems small enough to broadcast is one Spark would broadcast too. Where Spark has
+no estimate (RDD-backed frames), widths are the in-memory sizes.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from pyspark.sql import types as T
 
 from ..optimizer.catalog import Catalog, ColumnStats, TableStats
 
-# Bytes per value, as Spark's own size estimates assume (DataType.defaultSize).
+# Bytes per value in memory (DataType.defaultSize): each column's share of the stored row.
 _WIDTHS = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.LongType: 8, T.FloatType: 4, T.DoubleType: 8,
            T.DateType: 4, T.TimestampType: 8, T.BooleanType: 1, T.StringType: 20, T.BinaryType: 100}
 _ORDERED = (T.NumericType, T.DateType, T.TimestampType)
@@ -33,6 +40,14 @@ def _plain(value):
     return value
 
 
+def _stored_bytes(spark: SparkSession, frame: DataFrame) -> float | None:
+    """Spark's size estimate of the frame's data (``sizeInBytes`` of its optimized plan), or None
+    where Spark has none (it then answers ``spark.sql.defaultSizeInBytes``, as for RDD-backed frames)."""
+    size = frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+    unknown = spark._jsparkSession.sessionState().conf().defaultSizeInBytes()
+    return float(size) if 0 < size < unknown else None
+
+
 def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> Catalog:
     """A ``Catalog`` of the given DataFrames (``tables``: table name -> DataFrame)."""
     stats = {}
@@ -44,14 +59,17 @@ def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> 
             if isinstance(f.dataType, _ORDERED):
                 aggregates += [F.min(f.name).alias(f"min__{f.name}"), F.max(f.name).alias(f"max__{f.name}")]
         row = frame.agg(*aggregates).collect()[0].asDict()
+        rows = float(row["__rows"])
+        in_memory = float(sum(_width(f.dataType) for f in fields)) or 1.0
+        stored = _stored_bytes(spark, frame)
+        width = stored / rows if stored is not None and rows else in_memory
         columns = {}
         for f in fields:
             columns[f.name.lower()] = ColumnStats(
                 float(max(1, row[f"ndv__{f.name}"])),
                 _plain(row.get(f"min__{f.name}")),
                 _plain(row.get(f"max__{f.name}")),
-                width=float(_width(f.dataType)),
+                width=width * _width(f.dataType) / in_memory,
             )
-        width = float(sum(_width(f.dataType) for f in fields)) or 1.0
-        stats[name.lower()] = TableStats(float(row["__rows"]), width, columns)
+        stats[name.lower()] = TableStats(rows, width, columns)
     return Catalog(stats)
