@@ -90,7 +90,7 @@ def test_stream_runs_one_plan_per_micro_batch_with_static_results(spark, tmp_pat
     assert result.summary().startswith("summary: batches=4 plan_changes=")
 
 
-def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spark, workload):
+def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spark, workload, caplog):
     """A broadcast Spark refuses (here: over a 1 KB broadcast limit) fails the plan, not the batch."""
     static, batches, catalog = workload
     optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
@@ -105,6 +105,8 @@ def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spar
         spark.conf.unset("spark.sql.maxBroadcastTableSize")
     assert record.retried and sorted(record.result) == sorted(expected)
     assert len(optimizer.catalog.observed) == 3  # the retry's join cardinalities fed back
+    assert f"batch 0 failed with plan {record.plan}" in caplog.text
+    assert "broadcast" in caplog.text.lower()  # the JVM's reason, not py4j's call name
 
 
 def test_execute_rejects_an_unknown_join_strategy(spark, workload):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -109,9 +110,9 @@ class AdaptiveRunner:
         retried = False
         try:
             result = self._collect(frame, tag)
-        except Py4JJavaError as error:
+        except (Py4JJavaError, CapturedException) as error:  # Spark raises either, by error class
             log.warning("batch %s failed with plan %s (%s); running it again with sort-merge joins",
-                        batch_id, executed_order, str(error.java_exception).splitlines()[0])
+                        batch_id, executed_order, _first_line(error))
             if self.stage_listener is not None:
                 self.stage_listener.stages(tag)  # the failed attempt's stages: discarded
             frame = execute(self.plan, self.spark, tables, join_strategy=SORT_MERGE_JOIN)
@@ -154,6 +155,12 @@ class AdaptiveRunner:
             return [tuple(row) for row in frame.collect()]
         with self.stage_listener.tagged(tag):
             return [tuple(row) for row in frame.collect()]
+
+
+def _first_line(error: Exception) -> str:
+    """The JVM exception's own first line (a Py4JJavaError's first line only names the py4j call)."""
+    text = str(error.java_exception) if isinstance(error, Py4JJavaError) else str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
 def run_partitions(runner: AdaptiveRunner, partitions: Iterable[DataFrame]) -> list[BatchRecord]:
