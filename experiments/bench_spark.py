@@ -101,17 +101,19 @@ def main() -> None:
         aqe_result, row["spark_aqe_s"] = out["spark_aqe"]
         row["analyze_s"], (cbo_result, row["spark_cbo_s"]) = out["spark_cbo"]
         row.update(adaptive_s=a.batch_s + a.reopt_s, reopt_s=a.reopt_s, plan=a.plan, changed=a.changed,
-                   static_s=s.batch_s, first=order[0])
+                   static_s=s.batch_s, first=order[0], retried=[n for n, r in (("adaptive", a), ("static", s)) if r.retried])
         assert sorted(a.result) == sorted(s.result) == sorted(aqe_result) == sorted(cbo_result), f"batch {b}"
         records.append(row)
         print(f"batch {b:>2}: adaptive {row['adaptive_s']:.2f}s (reopt {a.reopt_s * 1e3:.1f} ms{', changed' if a.changed else ''})"
               f"  static {row['static_s']:.2f}s  spark-aqe {row['spark_aqe_s']:.2f}s  spark-cbo {row['spark_cbo_s']:.2f}s"
-              f" (+analyze {row['analyze_s']:.2f}s)  plan {a.plan}")
+              f" (+analyze {row['analyze_s']:.2f}s)  plan {a.plan}"
+              + (f"  retried with sort-merge joins: {', '.join(row['retried'])}" if row["retried"] else ""))
 
     totals = {k: sum(r[k] for r in records) for k in ("adaptive_s", "static_s", "spark_aqe_s", "spark_cbo_s", "analyze_s")}
     summary = {
         "batches": len(records),
         "plan_changes": sum(r["changed"] for r in records),
+        "retried": {name: sum(name in r["retried"] for r in records) for name in ("adaptive", "static")},
         **{f"total_{k}": v for k, v in totals.items()},
         **{f"median_{k}": statistics.median(r[k] for r in records) for k in ("adaptive_s", "static_s", "spark_aqe_s", "spark_cbo_s")},
         "speedup_vs_static": totals["static_s"] / totals["adaptive_s"],
