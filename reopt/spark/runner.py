@@ -112,7 +112,7 @@ class AdaptiveRunner:
             result = self._collect(frame, tag)
         except (Py4JJavaError, CapturedException) as error:  # Spark raises either, by error class
             log.warning("batch %s failed with plan %s (%s); running it again with sort-merge joins",
-                        batch_id, executed_order, _first_line(error))
+                        batch_id, executed_order, _reason(error))
             if self.stage_listener is not None:
                 self.stage_listener.stages(tag)  # the failed attempt's stages: discarded
             frame = execute(self.plan, self.spark, tables, join_strategy=SORT_MERGE_JOIN)
@@ -157,9 +157,16 @@ class AdaptiveRunner:
             return [tuple(row) for row in frame.collect()]
 
 
-def _first_line(error: Exception) -> str:
-    """The JVM exception's own first line (a Py4JJavaError's first line only names the py4j call)."""
-    text = str(error.java_exception) if isinstance(error, Py4JJavaError) else str(error)
+def _reason(error: Exception) -> str:
+    """The first line of the JVM's innermost cause: a Py4JJavaError's own first line only names the
+    py4j call, and Spark wraps failed stages (e.g. STAGE_MATERIALIZATION_MULTIPLE_FAILURES)."""
+    if isinstance(error, Py4JJavaError):
+        cause = error.java_exception
+        while cause.getCause() is not None:
+            cause = cause.getCause()
+        text = str(cause.toString())
+    else:
+        text = str(error)
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
