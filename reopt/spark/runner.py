@@ -39,6 +39,7 @@ from .stages import StageListener, cost_factor_feedback, stage_operators
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class BatchRecord:
     batch: int
@@ -148,7 +149,6 @@ class AdaptiveRunner:
         if self.on_batch is not None:
             self.on_batch(record)
         return record
-
 
     def _collect(self, frame: DataFrame, tag: str) -> list[tuple]:
         if self.stage_listener is None:
