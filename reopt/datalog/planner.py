@@ -1,33 +1,60 @@
-"""Join planning and code generation for delta rules.
+"""Join planning for delta rules: the compiled form both evaluation backends execute.
 
 For a rule ``H :- B1, ..., Bn`` and a change to the relation of atom ``Bi``, the change of ``H`` is
 ``B1'..B(i-1)' dBi B(i+1)..Bn``: atoms before ``i`` read the relation's new contents, atoms after it
-the old ones, which counts every derivation exactly once. Each (rule, i) becomes one plan: a greedy
-join order that starts from the delta tuple, compiled to a Python function of nested loops, so that
-evaluation pays no interpretation cost per tuple.
+the old ones, which counts every derivation exactly once. Each (rule, i) becomes one ``Plan``: a
+greedy join order that starts from the delta tuple (filters first, then bound lookups and functions,
+scans last), written as a list of steps over numbered variable slots.
+
+Plans are plain tuples so that they cross to the native core unchanged; this module is the one
+place that decides how a rule is evaluated, and ``pycompile`` and the Rust crate only execute it.
+
+Expressions::
+
+    ("var", slot) | ("const", value) | ("bin", op, left, right) | ("neg", operand)
+
+Row patterns (one entry per column of a row an atom or function produces)::
+
+    ("bind", slot)   the column's value becomes the slot's value
+    ("test", expr)   the column must equal the expression (a constant or a bound variable)
+    ("skip",)        a wildcard, or a column already matched by an index lookup
+
+Steps, executed in order, each nesting the rest::
+
+    ("delta", negated, pattern)                 every (row, sign) of the delta; negated flips sign
+    ("test", op, left, right)                   a comparison of two expressions
+    ("assign", slot, expr)
+    ("has", view, args, negated)                a fully bound atom: present (absent if negated)
+    ("lookup", view, positions, key, pattern)   rows whose ``positions`` equal ``key``
+    ("scan", view, pattern)                     every row of the view
+    ("call", function, inputs, pattern)         every output row of a function
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 from .errors import ProgramError
+from .pycompile import compile_plan
 from .syntax import Aggregate, Atom, BinOp, Comparison, Const, FunctionDecl, Neg, Rule, Var, Wildcard, variables
 
 NEW = "new"
 OLD = "old"
 
-_PYTHON_OPS = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+Expr = tuple
+Step = tuple
 
 
 @dataclass
 class Plan:
     """One compiled delta rule.
 
-    ``views`` lists, for each relation atom the plan reads, the relation, whether it reads the
-    old or the new contents, and how (``lookup`` on bound positions, ``has`` for a fully bound
-    atom, ``scan``); the engine passes matching view objects in that order.
+    ``views`` lists, for each relation atom the plan reads, the relation, whether it reads the old or
+    the new contents, and how (``lookup`` on bound positions, ``has`` for a fully bound atom,
+    ``scan``); steps refer to views and ``functions`` by their index in these lists. ``head`` is the
+    tuple of group expressions and the aggregate's expression (``None`` for a plain relation).
     """
 
     rule: Rule
@@ -35,12 +62,61 @@ class Plan:
     delta_relation: str | None
     views: list[tuple[str, str, str, tuple[int, ...]]] = field(default_factory=list)
     functions: list[str] = field(default_factory=list)
-    source: str = ""
-    run: Callable[..., int] | None = None
+    steps: list[Step] = field(default_factory=list)
+    head: tuple[tuple[Expr, ...], Expr | None] = ((), None)
+    slots: list[str] = field(default_factory=list)  # variable name of each slot
+
+    @cached_property
+    def python_function(self) -> Callable[..., int]:
+        """The plan compiled to Python, for the Python backend (made on first use)."""
+        return compile_plan(self)
 
     @property
     def lookups(self) -> list[tuple[str, tuple[int, ...]]]:
         return [(rel, pos) for rel, _mode, how, pos in self.views if how == "lookup"]
+
+
+class _Builder:
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.slot_of: dict[str, int] = {}
+
+    @property
+    def bound(self) -> set[str]:
+        return set(self.slot_of)
+
+    def bind(self, name: str) -> int:
+        slot = self.slot_of[name] = len(self.plan.slots)
+        self.plan.slots.append(name)
+        return slot
+
+    def expr(self, term) -> Expr:
+        if isinstance(term, Var):
+            return ("var", self.slot_of[term.name])
+        if isinstance(term, Const):
+            return ("const", term.value)
+        if isinstance(term, BinOp):
+            return ("bin", term.op, self.expr(term.left), self.expr(term.right))
+        if isinstance(term, Neg):
+            return ("neg", self.expr(term.operand))
+        raise AssertionError(f"not an expression: {term!r}")
+
+    def pattern(self, terms, matched: set[int] = frozenset()) -> tuple:
+        """Bind fresh variables; test constants and bound variables (a variable repeated in one row
+        is bound by its first column and tested at the others)."""
+        entries = []
+        for p, term in enumerate(terms):
+            if p in matched or isinstance(term, Wildcard):
+                entries.append(("skip",))
+            elif isinstance(term, Var) and term.name not in self.slot_of:
+                entries.append(("bind", self.bind(term.name)))
+            else:
+                entries.append(("test", self.expr(term)))
+        return tuple(entries)
+
+    def view(self, name: str, mode: str, how: str, positions: tuple[int, ...]) -> int:
+        self.plan.views.append((name, mode, how, positions))
+        return len(self.plan.views) - 1
 
 
 def plan_rule(
@@ -49,121 +125,62 @@ def plan_rule(
     """Order the body for a delta at ``delta_position`` (``None``: a body with no relation atom)."""
     delta_relation = rule.body[delta_position].name if delta_position is not None else None
     plan = Plan(rule, delta_position, delta_relation)
-    gen = _CodeGen()
-    bound: set[str] = set()
-    gen.line("def _plan(_delta, _views, _fns, _out):")
-    gen.indent += 1
-    gen.line("_n = 0")
-    header_at = len(gen.lines)
+    b = _Builder(plan)
     if delta_position is not None:
         delta_atom = rule.body[delta_position]
-        gen.open("for _t, _s in _delta:")
-        if delta_atom.negated:
-            gen.line("_s = -_s")  # a row entering a negated relation removes the derivations it blocks
-        _bind_atom(gen, delta_atom, "_t", bound, set())
-    else:
-        gen.line("_s = 1")
+        plan.steps.append(("delta", delta_atom.negated, b.pattern(delta_atom.args)))
     remaining = [(i, lit) for i, lit in enumerate(rule.body) if i != delta_position]
-    hoisted: list[str] = []
     while remaining:
-        choice = _pick(remaining, bound, functions)
+        choice = _pick(remaining, b.bound, functions)
         if choice is None:
-            _raise_unbound(remaining, bound, functions)
+            _raise_unbound(remaining, b.bound, functions)
         index, literal, kind = choice
         remaining.remove((index, literal))
+        mode = NEW if delta_position is not None and index < delta_position else OLD
         if kind == "test":
-            gen.open(f"if {_expr(literal.left)} {_PYTHON_OPS[literal.op]} {_expr(literal.right)}:")
+            plan.steps.append(("test", literal.op, b.expr(literal.left), b.expr(literal.right)))
         elif kind == "assign":
-            target, source = (literal.left, literal.right) if _assign_target(literal.left, bound) else (
+            target, source = (literal.left, literal.right) if _assign_target(literal.left, b.bound) else (
                 literal.right, literal.left)
-            gen.line(f"{_name(target.name)} = {_expr(source)}")
-            bound.add(target.name)
+            value = b.expr(source)
+            plan.steps.append(("assign", b.bind(target.name), value))
         elif kind == "negated":
-            mode = NEW if delta_position is not None and index < delta_position else OLD
-            slot = len(plan.views)
-            plan.views.append((literal.name, mode, "has", tuple(range(len(literal.args)))))
-            hoisted.append(f"_H{slot} = _views[{slot}].has")
-            gen.open(f"if not _H{slot}({_tuple([_expr(a) for a in literal.args])}):")
+            view = b.view(literal.name, mode, "has", tuple(range(len(literal.args))))
+            plan.steps.append(("has", view, tuple(b.expr(a) for a in literal.args), True))
         elif kind == "function":
             decl = functions[literal.name]
-            slot = len(plan.functions)
             plan.functions.append(literal.name)
-            hoisted.append(f"_F{slot} = _fns[{slot}]")
-            inputs = ", ".join(_expr(a) for a in literal.args[: len(decl.inputs)])
-            gen.open(f"for _o{slot} in _F{slot}({inputs}):")
-            outputs = literal.args[len(decl.inputs):]
-            _bind_terms(gen, outputs, f"_o{slot}", bound, range(len(outputs)))
+            inputs = tuple(b.expr(a) for a in literal.args[: len(decl.inputs)])
+            plan.steps.append(("call", len(plan.functions) - 1, inputs, b.pattern(literal.args[len(decl.inputs):])))
         else:
-            mode = NEW if delta_position is not None and index < delta_position else OLD
-            slot = len(plan.views)
-            positions = tuple(p for p, a in enumerate(literal.args) if _is_bound(a, bound))
+            positions = tuple(p for p, a in enumerate(literal.args) if _is_bound(a, b.bound))
             if len(positions) == len(literal.args):
-                plan.views.append((literal.name, mode, "has", positions))
-                hoisted.append(f"_H{slot} = _views[{slot}].has")
-                gen.open(f"if _H{slot}({_tuple([_expr(a) for a in literal.args])}):")
+                view = b.view(literal.name, mode, "has", positions)
+                plan.steps.append(("has", view, tuple(b.expr(a) for a in literal.args), False))
             elif positions:
-                plan.views.append((literal.name, mode, "lookup", positions))
-                hoisted.append(f"_L{slot} = _views[{slot}].index({positions!r}).get")
-                key = _tuple([_expr(literal.args[p]) for p in positions])
-                gen.open(f"for _r{slot} in _L{slot}({key}, ()):")
-                _bind_atom(gen, literal, f"_r{slot}", bound, set(positions))
+                view = b.view(literal.name, mode, "lookup", positions)
+                key = tuple(b.expr(literal.args[p]) for p in positions)
+                plan.steps.append(("lookup", view, positions, key, b.pattern(literal.args, set(positions))))
             else:
-                plan.views.append((literal.name, mode, "scan", ()))
-                hoisted.append(f"_S{slot} = _views[{slot}].scan()")
-                gen.open(f"for _r{slot} in _S{slot}:")
-                _bind_atom(gen, literal, f"_r{slot}", bound, set())
+                view = b.view(literal.name, mode, "scan", ())
+                plan.steps.append(("scan", view, b.pattern(literal.args)))
     head_vars = set().union(*(variables(a) for a in rule.head.args)) if rule.head.args else set()
-    unbound = sorted(head_vars - bound)
+    unbound = sorted(head_vars - b.bound)
     if unbound:
         raise ProgramError(
             f"head variable '{unbound[0]}' of '{rule.head.name}' is not bound by the body "
             "(bind it with an atom, a function output or an assignment)",
             rule.head.location,
         )
-    gen.line(f"_k = {_head_key(rule, aggregate_position)}")
-    gen.line("_out[_k] = _out.get(_k, 0) + _s")
-    gen.line("_n += 1")
-    gen.lines[header_at:header_at] = ["    " + h for h in hoisted]
-    gen.indent = 1
-    gen.line("return _n")
-    plan.source = "\n".join(gen.lines)
-    namespace: dict[str, Any] = {}
-    exec(compile(plan.source, f"<plan {rule.location}>", "exec"), namespace)  # noqa: S102 - generated code
-    plan.run = namespace["_plan"]
+    args = rule.head.args
+    group = tuple(b.expr(a) for i, a in enumerate(args) if i != aggregate_position)
+    aggregate: Any = None
+    if aggregate_position is not None:
+        aggregate_arg = args[aggregate_position]
+        assert isinstance(aggregate_arg, Aggregate)
+        aggregate = b.expr(aggregate_arg.expr)
+    plan.head = (group, aggregate)
     return plan
-
-
-class _CodeGen:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.indent = 0
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.indent + text)
-
-    def open(self, text: str) -> None:
-        self.line(text)
-        self.indent += 1
-
-
-def _name(var: str) -> str:
-    return f"v_{var}"
-
-
-def _tuple(items: list[str]) -> str:
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-
-
-def _expr(term) -> str:
-    if isinstance(term, Var):
-        return _name(term.name)
-    if isinstance(term, Const):
-        return repr(term.value)
-    if isinstance(term, BinOp):
-        return f"({_expr(term.left)} {term.op} {_expr(term.right)})"
-    if isinstance(term, Neg):
-        return f"(-{_expr(term.operand)})"
-    raise AssertionError(f"not an expression: {term!r}")
 
 
 def _is_bound(term, bound: set[str]) -> bool:
@@ -174,26 +191,6 @@ def _is_bound(term, bound: set[str]) -> bool:
 
 def _assign_target(term, bound: set[str]) -> bool:
     return isinstance(term, Var) and term.name not in bound
-
-
-def _bind_atom(gen: _CodeGen, atom: Atom, row: str, bound: set[str], matched: set[int]) -> None:
-    _bind_terms(gen, atom.args, row, bound, [p for p in range(len(atom.args)) if p not in matched])
-
-
-def _bind_terms(gen: _CodeGen, terms, row: str, bound: set[str], positions) -> None:
-    """Bind fresh variables from ``row`` and test constants and already bound variables."""
-    tests = []
-    for p in positions:
-        term = terms[p]
-        if isinstance(term, Wildcard):
-            continue
-        if isinstance(term, Var) and term.name not in bound:
-            gen.line(f"{_name(term.name)} = {row}[{p}]")
-            bound.add(term.name)
-        else:
-            tests.append(f"{row}[{p}] == {_expr(term)}")
-    if tests:
-        gen.open(f"if {' and '.join(tests)}:")
 
 
 def _pick(remaining, bound: set[str], functions: dict[str, FunctionDecl]):
@@ -246,13 +243,3 @@ def _raise_unbound(remaining, bound: set[str], functions: dict[str, FunctionDecl
         f"variable '{free[0]}' in '{literal}' is not bound by any atom, function output or assignment",
         literal.location,
     )
-
-
-def _head_key(rule: Rule, aggregate_position: int | None) -> str:
-    args = rule.head.args
-    if aggregate_position is None:
-        return _tuple([_expr(a) for a in args]) if args else "()"
-    group = [_expr(a) for i, a in enumerate(args) if i != aggregate_position]
-    aggregate = args[aggregate_position]
-    assert isinstance(aggregate, Aggregate)
-    return f"({_tuple(group) if group else '()'}, {_expr(aggregate.expr)})"

@@ -1,0 +1,183 @@
+"""The native backend: the Rust core (``reopt.datalog._native``) behind the core interface.
+
+The front end hands the core a compiled program (relations, strata, plans as plain tuples, see
+``planner``); the core keeps all state and evaluates in Rust, calling back into Python only for
+``.function`` predicates. Errors come back as ``EvaluationError`` with the state rolled back, also
+when the core itself fails (a Rust panic is caught there, never reaching the process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Callable, Iterator
+
+from .errors import DatalogError, EvaluationError
+from .program import Program
+from .stats import RelationStats, Stats
+
+try:
+    from . import _native
+except ImportError as exc:  # built by setuptools-rust; absent where no Rust toolchain was found
+    _native = None
+    _IMPORT_ERROR: ImportError | None = exc
+else:
+    _IMPORT_ERROR = None
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+def available() -> bool:
+    return _native is not None
+
+
+def compiled_program(program: Program) -> tuple:
+    """The program as the native core reads it: relations, strata and their plans, as tuples."""
+    names = list(program.relations)
+    ids = {name: i for i, name in enumerate(names)}
+    patterns = program.index_patterns()
+    relations = tuple(
+        (
+            name,
+            info.arity,
+            info.aggregate or "",
+            -1 if info.aggregate_position is None else info.aggregate_position,
+            ids[info.memo_of] if info.memo_of is not None else -1,
+            info.memo_keys,
+            tuple(sorted(patterns.get(name, ()))),
+        )
+        for name, info in program.relations.items()
+    )
+    functions = list(program.functions)
+    rules = []
+    strata = []
+    for stratum in program.strata:
+        compiled_rules = []
+        for compiled in stratum.rules:
+            rule_id = len(rules)
+            rules.append(compiled.rule)
+            plans = tuple(_plan(plan, ids, functions) for plan in compiled.delta_plans)
+            seed = _plan(compiled.seed_plan, ids, functions) if compiled.seed_plan else None
+            compiled_rules.append((rule_id, ids[compiled.rule.head.name], plans, seed))
+        strata.append((
+            tuple(sorted(ids[r] for r in stratum.relations)),
+            stratum.method,
+            tuple(sorted(ids[r] for r in stratum.inputs)),
+            tuple(compiled_rules),
+        ))
+    return tuple(names), relations, tuple(functions), tuple(strata), rules
+
+
+def _plan(plan, ids: dict[str, int], functions: list[str]) -> tuple:
+    views = tuple((ids[rel], mode == "old") for rel, mode, _how, _pos in plan.views)
+    fns = tuple(functions.index(name) for name in plan.functions)
+    delta = ids[plan.delta_relation] if plan.delta_relation is not None else -1
+    group, aggregate = plan.head
+    return delta, views, fns, tuple(plan.steps), group, aggregate, len(plan.slots)
+
+
+class NativeCore:
+    """State and evaluation of one engine on the native backend (see ``Engine`` for the contract)."""
+
+    name = "native"
+
+    def __init__(self, program: Program, functions: dict[str, Callable[..., Any]], max_rounds: int, max_passes: int):
+        if _native is None:
+            raise DatalogError(
+                "the native backend is not built in this installation "
+                f"({_IMPORT_ERROR}); reinstall with a Rust toolchain present, or use backend='python'"
+            )
+        self.program = program
+        names, relations, fn_names, strata, self._rules = compiled_program(program)
+        self._names = names
+        self._ids = {name: i for i, name in enumerate(names)}
+        callables = tuple(functions[name] for name in fn_names)
+        outputs = tuple(len(program.functions[name].outputs) for name in fn_names)
+        self._core = _native.Core(relations, fn_names, callables, outputs, strata, max_rounds, max_passes)
+
+    @staticmethod
+    def unsupported(value: Any) -> str | None:
+        """Why this backend cannot hold ``value``: it holds 64-bit ints, floats, strings and bools."""
+        if isinstance(value, (bool, float, str)):
+            return None
+        if isinstance(value, int):
+            if INT_MIN <= value <= INT_MAX:
+                return None
+            return f"the integer {value} does not fit in 64 bits (the native backend's integers); use backend='python'"
+        return (f"the native backend holds ints, floats, strings and bools, not {type(value).__name__}; "
+                "use backend='python'")
+
+    @property
+    def stats(self) -> Stats:
+        stats = Stats(self._names)
+        last, total = self._core.stats()
+        for name, counters in zip(self._names, last):
+            stats.last[name] = RelationStats(*counters)
+        for name, counters in zip(self._names, total):
+            stats.total[name] = RelationStats(*counters)
+        return stats
+
+    def rows(self, relation: str) -> set:
+        return self._core.rows(self._ids[relation])
+
+    def touched_rows(self, relation: str) -> set:
+        return self._core.touched_rows(self._ids[relation])
+
+    def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set:
+        if any(self.unsupported(v) for v in key):
+            return set()
+        return self._core.lookup(self._ids[relation], positions, key)
+
+    def count(self, relation: str, row: tuple) -> int:
+        return self._core.count(self._ids[relation], row)
+
+    def counts(self, relation: str) -> dict:
+        return self._core.counts(self._ids[relation])
+
+    def state_size(self) -> int:
+        return self._core.state_size()
+
+    def candidates(self, relation: str, group: tuple) -> dict:
+        if any(self.unsupported(v) for v in group):
+            return {}
+        return self._core.candidates(self._ids[relation], group)
+
+    def run(self, pending: dict[str, dict[tuple, int]], seeding: bool) -> Mapping[str, tuple[set, set]]:
+        deltas = [(self._ids[name], list(rows.items())) for name, rows in pending.items()]
+        try:
+            changed = self._core.run(deltas, seeding)
+        except _native.RuleError as exc:
+            rule_id, kind, message, cause = exc.args
+            rule = self._rules[rule_id]
+            if cause is None:
+                raise EvaluationError(f"{rule.location}: evaluating '{rule}' failed: {kind}: {message}") from None
+            if not isinstance(cause, Exception):
+                raise cause  # KeyboardInterrupt and the like pass through, the state already rolled back
+            if isinstance(cause, DatalogError):
+                raise cause
+            raise EvaluationError(
+                f"{rule.location}: evaluating '{rule}' failed: {type(cause).__name__}: {cause}") from cause
+        except _native.CoreError as exc:
+            raise EvaluationError(str(exc.args[0])) from None
+        except _native.PanicException as exc:
+            raise EvaluationError(f"internal error in the native core (state rolled back): {exc}") from None
+        return _NativeChanges(self._core, self._names, changed)
+
+
+class _NativeChanges(Mapping):
+    """The last run's net changes, held by the core and converted to Python rows when read."""
+
+    def __init__(self, core, names: tuple[str, ...], changed: list[int]):
+        self._core, self._names = core, names
+        self._ids = {names[i]: i for i in changed}
+        self._generation = core.generation()
+
+    def __getitem__(self, name: str) -> tuple[set, set]:
+        if self._core.generation() != self._generation:
+            raise DatalogError("these deltas belong to an earlier run(); read them before the next one")
+        return self._core.changes(self._ids[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)

@@ -1,0 +1,518 @@
+"""The Python backend: the reference evaluator, written for clarity; the native core mirrors it.
+
+Maintenance methods, chosen per stratum by ``Program`` (see docs/dialect.md, "Maintenance"):
+
+* **counting** for non-recursive strata and for recursive ones declared ``.acyclic``: every derived
+  row and every aggregate candidate carries its number of derivations from the visible state;
+  semi-naive rounds add and subtract derivations exactly, and a row is visible while its count is
+  positive. Exact for any change, including recursion through min/max, provided no derivation
+  depends on itself.
+* **DRed** (delete and re-derive) for other recursive strata, where cycles can make rows support
+  themselves: first over-delete everything with a derivation through a deleted row, then restore the
+  rows that still have a derivation (their counts say so), then propagate insertions.
+"""
+
+from __future__ import annotations
+
+from itertools import chain, repeat
+from typing import Any, Callable
+
+from .errors import DatalogError, EvaluationError
+from .planner import NEW
+from .program import COUNTING, Program, Stratum
+from .stats import Stats
+from .storage import AggregateState, Journal, OverlayView, Relation, Row, set_count
+
+_MISSING = object()
+
+
+class _Change:
+    """Rows that became visible (plus) or invisible (minus) in one step."""
+
+    __slots__ = ("plus", "minus")
+
+    def __init__(self, plus: set | None = None, minus: set | None = None):
+        self.plus = plus if plus is not None else set()
+        self.minus = minus if minus is not None else set()
+
+    def __bool__(self) -> bool:
+        return bool(self.plus or self.minus)
+
+    def __iter__(self):
+        return iter((self.plus, self.minus))
+
+
+class _RuleFailure(Exception):
+    def __init__(self, rule, cause: BaseException):
+        super().__init__(str(cause))
+        self.rule, self.cause = rule, cause
+
+
+class PythonCore:
+    """State and evaluation of one engine on the Python backend (see ``Engine`` for the contract)."""
+
+    name = "python"
+
+    def __init__(self, program: Program, functions: dict[str, Callable[..., Any]], max_rounds: int, max_passes: int):
+        self.program = program
+        self.max_rounds = max_rounds
+        self.max_passes = max_passes
+        self._functions = {name: _checked_function(name, fn, len(program.functions[name].outputs))
+                           for name, fn in functions.items()}
+        patterns = program.index_patterns()
+        self._relations: dict[str, Relation] = {}
+        self._counts: dict[str, dict[Row, int]] = {}
+        self._aggregates: dict[str, AggregateState] = {}
+        for name, info in program.relations.items():
+            relation = Relation(name, info.arity, patterns.get(name, ()))
+            self._relations[name] = relation
+            if info.aggregate:
+                self._aggregates[name] = AggregateState(relation, info.aggregate, info.aggregate_position)
+            else:
+                self._counts[name] = {}
+        self._touched: dict[str, set[Row]] = {}
+        self._last_touched: dict[str, set[Row]] = {}
+        self.stats = Stats(program.relations)
+
+    @staticmethod
+    def unsupported(value: Any) -> str | None:
+        """Why this backend cannot hold ``value`` (it holds any hashable value)."""
+        return None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def rows(self, relation: str) -> set[Row]:
+        return set(self._relations[relation].rows)
+
+    def touched_rows(self, relation: str) -> set[Row]:
+        return set(self._last_touched.get(relation, ()))
+
+    def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set[Row]:
+        return set(self._relations[relation].ensure_index(positions).get(key, ()))
+
+    def count(self, relation: str, row: Row) -> int:
+        return self._counts[relation].get(row, 0)
+
+    def counts(self, relation: str) -> dict[Row, int]:
+        if relation in self._aggregates:
+            agg = self._aggregates[relation]
+            return {agg.row(g, v): agg.count_of(g, v) for g, v in agg.current.items()}
+        return dict(self._counts[relation])
+
+    def state_size(self) -> int:
+        size = sum(len(r.rows) * max(1, r.arity) for r in self._relations.values())
+        size += sum(2 * len(counts) for counts in self._counts.values())
+        size += sum(2 * len(values) for agg in self._aggregates.values() for values in agg.candidates.values())
+        return size
+
+    def candidates(self, relation: str, group: tuple) -> dict[Any, int]:
+        return dict(self._aggregates[relation].candidates.get(group, {}))
+
+    # -- evaluation ------------------------------------------------------------------------------
+
+    def run(self, pending: dict[str, dict[Row, int]], seeding: bool) -> dict[str, _Change]:
+        """Propagate ``pending`` count changes of base relations; the net visibility change of every
+        relation. On failure the state is exactly as before and ``EvaluationError`` says why."""
+        journal: Journal = []
+        self.stats.begin()
+        self._touched = {}
+        try:
+            changes = self._passes(pending, seeding, journal)
+        except BaseException as exc:
+            for undo, arg in reversed(journal):
+                undo(arg)
+            self.stats.abort()
+            if isinstance(exc, _RuleFailure):
+                cause = exc.cause
+                raise EvaluationError(
+                    f"{exc.rule.location}: evaluating '{exc.rule}' failed: {type(cause).__name__}: {cause}"
+                ) from cause
+            if isinstance(exc, DatalogError):
+                raise
+            if isinstance(exc, (KeyboardInterrupt, MemoryError, RecursionError)):
+                raise
+            raise EvaluationError(f"evaluation failed: {type(exc).__name__}: {exc}") from exc
+        self._last_touched = self._touched
+        self.stats.commit()
+        return changes
+
+    def _passes(self, pending: dict[str, dict[Row, int]], seeding: bool, journal: Journal) -> dict[str, _Change]:
+        """Evaluate the queued deltas, then refresh memos from the fixpoint and evaluate again, until
+        every visible row of a memo's source equals its memo row."""
+        changes = self._evaluate(pending, journal, seeding=seeding)
+        latest = changes
+        passes = 1
+        while True:
+            memo_deltas = self._memo_deltas(latest)
+            if not memo_deltas:
+                return changes
+            passes += 1
+            if passes > self.max_passes:
+                names = ", ".join(sorted(memo_deltas))
+                raise EvaluationError(
+                    f"memos {names} still changed after {self.max_passes} passes; the pruning they drive does not "
+                    "converge"
+                )
+            latest = self._evaluate(memo_deltas, journal, seeding=False)
+            _compose(changes, latest)
+
+    def _memo_deltas(self, changes: dict[str, _Change]) -> dict[str, dict[Row, int]]:
+        """Count changes that make each memo hold the rows its source showed in the last pass."""
+        deltas: dict[str, dict[Row, int]] = {}
+        for info in self.program.memos:
+            change = changes.get(info.memo_of)
+            if not change or not change.plus:
+                continue
+            memo = self._relations[info.name]
+            by_key = memo.ensure_index(tuple(range(info.memo_keys)))
+            pending: dict[Row, int] = {}
+            seen: dict[tuple, Row] = {}
+            for row in change.plus:
+                key = row[: info.memo_keys]
+                if key in seen:
+                    raise EvaluationError(
+                        f"memo '{info.name}' keeps one row per key, but '{info.memo_of}' shows both {seen[key]!r} "
+                        f"and {row!r} for key {key!r}"
+                    )
+                seen[key] = row
+                stored = by_key.get(key, ())
+                if row in stored:
+                    continue
+                for old in stored:
+                    pending[old] = pending.get(old, 0) - 1
+                pending[row] = pending.get(row, 0) + 1
+            if pending:
+                deltas[info.name] = pending
+        return deltas
+
+    def _evaluate(self, pending_deltas: dict[str, dict[Row, int]], journal: Journal, seeding: bool) -> dict[str, _Change]:
+        changes: dict[str, _Change] = {}
+        for name, pending in pending_deltas.items():
+            counts, relation = self._counts[name], self._relations[name]
+            change = _Change()
+            for row, delta in pending.items():
+                if not delta:
+                    continue
+                old = counts.get(row, 0)
+                set_count(counts, row, old + delta, journal)
+                if old <= 0 < old + delta:
+                    relation.add(row, journal)
+                    change.plus.add(row)
+                elif old + delta <= 0 < old:
+                    relation.discard(row, journal)
+                    change.minus.add(row)
+            self.stats.record_change(name, len(change.plus), len(change.minus))
+            if change:
+                changes[name] = change
+        for stratum in self.program.strata:
+            incoming = {r: changes[r] for r in stratum.inputs if r in changes}
+            seed = seeding and any(c.seed_plan for c in stratum.rules)
+            if not incoming and not seed:
+                continue
+            run = _StratumRun(self, stratum, journal)
+            if stratum.method == COUNTING:
+                run.counting(incoming, seed)
+            else:
+                run.dred(incoming, seed)
+            changes.update(run.net_changes())
+        return changes
+
+
+def _compose(changes: dict[str, _Change], later: dict[str, _Change]) -> None:
+    """Fold a later pass's visibility changes into ``changes``, so that it stays the net change."""
+    for name, change in later.items():
+        net = changes.setdefault(name, _Change())
+        for row in change.plus:
+            if row in net.minus:
+                net.minus.discard(row)
+            else:
+                net.plus.add(row)
+        for row in change.minus:
+            if row in net.plus:
+                net.plus.discard(row)
+            else:
+                net.minus.add(row)
+        if not net:
+            del changes[name]
+
+
+
+def _checked_function(name: str, fn: Callable[..., Any], n_outputs: int) -> Callable[..., list]:
+    """Wrap a user function so that a wrong result names the function instead of failing obscurely."""
+
+    def call(*args):
+        result = fn(*args)
+        if n_outputs == 0 and isinstance(result, bool):
+            return [()] if result else []
+        if result is None:
+            raise EvaluationError(f"function '{name}{args!r}' returned None; return an iterable of rows")
+        rows = result if isinstance(result, (list, tuple)) else list(result)
+        if all(type(row) is tuple and len(row) == n_outputs and not _has_nan(row) for row in rows):
+            return rows  # the common case: already a sequence of right-sized tuples
+        checked = []
+        for row in rows:
+            row = tuple(row) if isinstance(row, (tuple, list)) else row
+            if not isinstance(row, tuple) or len(row) != n_outputs:
+                raise EvaluationError(
+                    f"function '{name}{args!r}' produced {row!r}; each row must be a tuple of {n_outputs} values"
+                )
+            if _has_nan(row):
+                raise EvaluationError(f"function '{name}{args!r}' produced {row!r}; no relation may hold NaN")
+            checked.append(row)
+        return checked
+
+    return call
+
+
+def _has_nan(row: tuple) -> bool:
+    return any(v != v for v in row if type(v) is float)
+
+
+class _StratumRun:
+    """The evaluation of one stratum for one batch of incoming changes."""
+
+    def __init__(self, core: PythonCore, stratum: Stratum, journal: Journal):
+        self.core = core
+        self.stratum = stratum
+        self.journal = journal
+        self.original: dict[str, dict[Row, bool]] = {name: {} for name in stratum.relations}
+
+    # -- methods -------------------------------------------------------------------------------
+
+    def counting(self, incoming: dict[str, _Change], seeding: bool, monotone: bool = False) -> None:
+        changes = dict(incoming)
+        extra = self._seed_outputs() if seeding else None
+        rounds = 0
+        while changes or extra:
+            outputs = self._round(changes, {})
+            if extra:
+                for name, out in extra.items():
+                    target = outputs[name]
+                    for key, count in out.items():
+                        target[key] = target.get(key, 0) + count
+                extra = None
+            changes = self._settle(outputs, monotone)
+            self._show(changes)
+            rounds += 1
+            if rounds > self.core.max_rounds:
+                raise EvaluationError(
+                    f"no fixpoint after {rounds} rounds for {', '.join(sorted(self.stratum.relations))}; "
+                    "is the recursion well-founded?"
+                )
+
+    def dred(self, incoming: dict[str, _Change], seeding: bool) -> None:
+        deletions = {r: _Change(minus=c.minus) for r, c in incoming.items() if c.minus}
+        insertions = {r: _Change(plus=c.plus) for r, c in incoming.items() if c.plus}
+        if deletions:
+            hidden = {r: c.plus for r, c in insertions.items()}
+            overdeleted: dict[str, set] = {name: set() for name in self.stratum.relations}
+            changes: dict[str, _Change] = deletions
+            while changes:
+                changes = self._overdelete(self._round(changes, hidden), overdeleted)
+                self._show(changes)
+            rederived = self._rederive(overdeleted)
+            self._show(rederived)
+            insertions.update(rederived)
+        self.counting(insertions, seeding, monotone=True)
+
+    # -- rounds ----------------------------------------------------------------------------------
+
+    def _round(self, changes: dict[str, _Change], hidden: dict[str, set]) -> dict[str, dict]:
+        """Derivation-count changes of the stratum's heads caused by ``changes`` (already visible).
+
+        ``hidden`` rows are treated as absent in both the old and the new state.
+        """
+        core = self.core
+        outputs: dict[str, dict] = {name: {} for name in self.stratum.relations}
+        views: dict[tuple[str, str], Any] = {}
+
+        def view(name: str, mode: str):
+            cached = views.get((name, mode))
+            if cached is None:
+                relation = core._relations[name]
+                hide = hidden.get(name, set())
+                change = changes.get(name)
+                show: set = set()
+                if mode != NEW and change:
+                    hide = hide | change.plus if hide else change.plus
+                    show = change.minus
+                cached = OverlayView(relation, hide, show) if hide or show else relation
+                views[(name, mode)] = cached
+            return cached
+
+        for compiled in self.stratum.rules:
+            head = compiled.rule.head.name
+            out = outputs[head]
+            for plan in compiled.delta_plans:
+                change = changes.get(plan.delta_relation)
+                if not change:
+                    continue
+                delta = chain(zip(change.plus, repeat(1)), zip(change.minus, repeat(-1)))
+                plan_views = [view(name, mode) for name, mode, _how, _pos in plan.views]
+                fns = [core._functions[name] for name in plan.functions]
+                try:
+                    fired = plan.python_function(delta, plan_views, fns, out)
+                except Exception as exc:
+                    raise _RuleFailure(compiled.rule, exc) from exc
+                core.stats.record_fired(head, fired)
+        return outputs
+
+    def _seed_outputs(self) -> dict[str, dict]:
+        outputs: dict[str, dict] = {name: {} for name in self.stratum.relations}
+        for compiled in self.stratum.rules:
+            if compiled.seed_plan is None:
+                continue
+            fns = [self.core._functions[name] for name in compiled.seed_plan.functions]
+            head = compiled.rule.head.name
+            try:
+                fired = compiled.seed_plan.python_function(None, [], fns, outputs[head])
+            except Exception as exc:
+                raise _RuleFailure(compiled.rule, exc) from exc
+            self.core.stats.record_fired(head, fired)
+        return outputs
+
+    def _settle(self, outputs: dict[str, dict], monotone: bool) -> dict[str, _Change]:
+        """Apply derivation-count changes; return the visibility changes they imply."""
+        core, journal = self.core, self.journal
+        changes: dict[str, _Change] = {}
+        for name, out in outputs.items():
+            if not out:
+                continue
+            change = _Change()
+            agg = core._aggregates.get(name)
+            if agg is None:
+                counts, rows = core._counts[name], core._relations[name].rows
+                for row, delta in out.items():
+                    if not delta:
+                        continue
+                    count = counts.get(row, 0) + delta
+                    if count < 0:
+                        raise EvaluationError(f"internal inconsistency: negative derivation count for {name}{row}")
+                    set_count(counts, row, count, journal)
+                    visible = row in rows
+                    if count and not visible:
+                        change.plus.add(row)
+                    elif not count and visible:
+                        if monotone:
+                            raise EvaluationError(f"'{name}{row}' lost its last derivation while insertions were "
+                                                  "propagated; the recursion is not monotone")
+                        change.minus.add(row)
+            else:
+                touched = set()
+                for (group, value), delta in out.items():
+                    if delta:
+                        agg.add_candidate(group, value, delta, journal)
+                        touched.add(group)
+                updates = 0
+                for group in touched:
+                    best = agg.best(group)
+                    current = agg.current.get(group, _MISSING)
+                    if current is _MISSING:
+                        if best is not None:
+                            change.plus.add(agg.row(group, best))
+                        continue
+                    if best == current:
+                        continue
+                    if monotone and (best is None or not agg.improves(best, current)):
+                        raise EvaluationError(
+                            f"aggregate '{name}' group {group!r} went from {current!r} to {best!r} while insertions "
+                            "were propagated; recursion through min/max needs inputs that only improve it "
+                            "(for example positive weights)"
+                        )
+                    change.minus.add(agg.row(group, current))
+                    if best is not None:
+                        change.plus.add(agg.row(group, best))
+                        updates += 1
+                core.stats.record_updates(name, updates)
+            if change:
+                changes[name] = change
+        return changes
+
+    def _overdelete(self, outputs: dict[str, dict], overdeleted: dict[str, set]) -> dict[str, _Change]:
+        """Apply lost derivations; every row that lost one is deleted for now (DRed's first phase)."""
+        core, journal = self.core, self.journal
+        changes: dict[str, _Change] = {}
+        for name, out in outputs.items():
+            if not out:
+                continue
+            minus = set()
+            agg = core._aggregates.get(name)
+            gone = overdeleted[name]
+            if agg is None:
+                counts, rows = core._counts[name], core._relations[name].rows
+                for row, delta in out.items():
+                    if not delta:
+                        continue
+                    set_count(counts, row, counts.get(row, 0) + delta, journal)
+                    if delta < 0 and row in rows and row not in gone:
+                        gone.add(row)
+                        minus.add(row)
+            else:
+                for (group, value), delta in out.items():
+                    if not delta:
+                        continue
+                    agg.add_candidate(group, value, delta, journal)
+                    if delta < 0 and agg.current.get(group, _MISSING) == value and group not in gone:
+                        gone.add(group)
+                        minus.add(agg.row(group, value))
+            if minus:
+                changes[name] = _Change(minus=minus)
+        return changes
+
+    def _rederive(self, overdeleted: dict[str, set]) -> dict[str, _Change]:
+        """Rows deleted for now that still have a derivation from what remains (DRed's second phase)."""
+        core = self.core
+        rederived: dict[str, _Change] = {}
+        for name, gone in overdeleted.items():
+            agg = core._aggregates.get(name)
+            if agg is None:
+                counts = core._counts[name]
+                plus = {row for row in gone if counts.get(row, 0) > 0}
+            else:
+                plus = set()
+                for group in gone:
+                    best = agg.best(group)
+                    if best is not None:
+                        plus.add(agg.row(group, best))
+            if plus:
+                rederived[name] = _Change(plus=plus)
+        return rederived
+
+    def _show(self, changes: dict[str, _Change]) -> None:
+        """Make visibility changes of the stratum's relations take effect."""
+        core, journal = self.core, self.journal
+        for name, change in changes.items():
+            original = self.original[name]
+            relation = core._relations[name]
+            agg = core._aggregates.get(name)
+            for row in change.minus:
+                original.setdefault(row, True)
+                if agg is None:
+                    relation.discard(row, journal)
+                else:
+                    agg.hide(agg.split(row)[0], journal)
+            for row in change.plus:
+                original.setdefault(row, False)
+                if agg is None:
+                    relation.add(row, journal)
+                else:
+                    group, value = agg.split(row)
+                    agg.show(group, value, journal)
+            core.stats.record_change(name, len(change.plus), len(change.minus))
+
+    def net_changes(self) -> dict[str, _Change]:
+        changes = {}
+        for name, original in self.original.items():
+            agg = self.core._aggregates.get(name)
+            touched = len({agg.split(r)[0] for r in original}) if agg is not None else len(original)
+            self.core.stats.record_touched(name, touched)
+            self.core._touched.setdefault(name, set()).update(original)
+            rows = self.core._relations[name].rows
+            change = _Change(
+                {r for r, was in original.items() if not was and r in rows},
+                {r for r, was in original.items() if was and r not in rows},
+            )
+            if change:
+                changes[name] = change
+        return changes
+
