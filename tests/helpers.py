@@ -7,7 +7,7 @@ from reopt.datalog import Engine
 
 def from_scratch(engine: Engine, functions=None) -> dict[str, set]:
     """Evaluate the engine's program anew on its current inputs; derived relations' rows."""
-    fresh = Engine(engine.program, functions)
+    fresh = Engine(engine.program, functions, backend=engine.backend)
     for name in engine.program.inputs:
         rows = [row for row, n in engine.counts(name).items() for _ in range(n)]
         if rows:

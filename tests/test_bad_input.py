@@ -7,6 +7,8 @@ from reopt.datalog import DatalogError, DeltaError, Engine, EvaluationError, Pro
 from .conftest import EXAMPLES
 from .helpers import derived_rows
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def snapshot(engine: Engine) -> tuple:
     inputs = {name: engine.counts(name) for name in engine.program.inputs}

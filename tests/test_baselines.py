@@ -1,5 +1,7 @@
 """The procedural optimizers agree with the declarative one: same best cost, same plan key."""
 
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -8,6 +10,8 @@ from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopD
 from reopt.optimizer.workloads import SHAPES, TPCH, generated
 
 from .test_optimizer_search import delta_for
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 PROCEDURAL = (TopDownOptimizer, BottomUpOptimizer, IncrementalTopDownOptimizer)
 

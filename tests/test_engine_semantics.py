@@ -1,8 +1,12 @@
 """What the engine computes and reports, one behaviour per test."""
 
+import pytest
+
 from reopt.datalog import Engine, Program
 
 from .conftest import EXAMPLES
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def engine_for(text: str, functions=None) -> Engine:

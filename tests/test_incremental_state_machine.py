@@ -6,7 +6,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from reopt.datalog import Engine, Program
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, native_only
 from .helpers import derived_rows, from_scratch
 
 SMALL = st.integers(min_value=0, max_value=5)
@@ -49,13 +49,13 @@ def rows_for(name: str, arity: int):
     return st.tuples(*values)
 
 
-def machine(program: Program, functions=None, sources: bool = False):
+def machine(program: Program, functions=None, sources: bool = False, backend: str = "python"):
     """A state machine that queues random deltas on every input relation and checks each run."""
 
     class Machine(RuleBasedStateMachine):
         @initialize()
         def build(self):
-            self.engine = Engine(program, functions)
+            self.engine = Engine(program, functions, backend=backend)
             self.present: dict[str, list] = {name: [] for name in program.inputs}
             if sources:
                 self.engine.insert("src" if "src" in program.relations else "source", [(0,)])
@@ -98,9 +98,21 @@ def machine(program: Program, functions=None, sources: bool = False):
     return Machine
 
 
-TestTransitiveClosure = machine(Program.load(EXAMPLES / "transitive_closure.dl")).TestCase
-TestShortestPaths = machine(Program.load(EXAMPLES / "shortest_paths.dl"), sources=True).TestCase
-TestSameGeneration = machine(Program.load(EXAMPLES / "same_generation.dl")).TestCase
-TestAggregates = machine(Program.parse(AGGREGATES, "aggregates.dl")).TestCase
-TestAcyclicCounting = machine(Program.parse(DAG, "dag.dl"), sources=True).TestCase
-TestFunctions = machine(Program.parse(FUNCTIONS, "functions.dl"), {"spread": spread}).TestCase
+TC = Program.load(EXAMPLES / "transitive_closure.dl")
+PATHS = Program.load(EXAMPLES / "shortest_paths.dl")
+SAME_GENERATION = Program.load(EXAMPLES / "same_generation.dl")
+
+TestTransitiveClosurePython = machine(TC).TestCase
+TestShortestPathsPython = machine(PATHS, sources=True).TestCase
+TestSameGenerationPython = machine(SAME_GENERATION).TestCase
+TestAggregatesPython = machine(Program.parse(AGGREGATES, "aggregates.dl")).TestCase
+TestAcyclicCountingPython = machine(Program.parse(DAG, "dag.dl"), sources=True).TestCase
+TestFunctionsPython = machine(Program.parse(FUNCTIONS, "functions.dl"), {"spread": spread}).TestCase
+
+TestTransitiveClosureNative = native_only(machine(TC, backend="native").TestCase)
+TestShortestPathsNative = native_only(machine(PATHS, sources=True, backend="native").TestCase)
+TestSameGenerationNative = native_only(machine(SAME_GENERATION, backend="native").TestCase)
+TestAggregatesNative = native_only(machine(Program.parse(AGGREGATES, "aggregates.dl"), backend="native").TestCase)
+TestAcyclicCountingNative = native_only(machine(Program.parse(DAG, "dag.dl"), sources=True, backend="native").TestCase)
+TestFunctionsNative = native_only(
+    machine(Program.parse(FUNCTIONS, "functions.dl"), {"spread": spread}, backend="native").TestCase)

@@ -8,6 +8,8 @@ import pytest
 import reopt
 from reopt.optimizer.workloads import TPCH
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 CATALOG = reopt.Catalog.tpch(1)
 
 

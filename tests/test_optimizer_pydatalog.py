@@ -16,6 +16,8 @@ from reopt.optimizer.estimate import Estimator
 from reopt.optimizer.plan_space import PlanSpace
 from reopt.optimizer.workloads import TPCH, generated
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 RULES = """
 plancost(E, P, Op, C) <= scanplan(E, P, Op, C)
 plancost(E, P, Op, C) <= unaryplan(E, P, Op, L, LP, X) & bestcost(L, LP, LC) & (C == X + LC)

@@ -10,6 +10,8 @@ from reopt.optimizer.workloads import SHAPES, TPCH, generated
 
 from .optimizer_oracle import all_plans
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def check_against_exhaustive(query, catalog):
     plans = all_plans(query, catalog)

@@ -1,5 +1,6 @@
 """The engine agrees with independent oracles: pyDatalog for general programs, networkx for graphs."""
 
+import pytest
 import networkx as nx
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,6 +9,8 @@ from reopt.datalog import Engine, Program
 
 from .conftest import EXAMPLES
 from .helpers import pydatalog_answers
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 NODES = st.integers(min_value=0, max_value=7)
 EDGES = st.sets(st.tuples(NODES, NODES), max_size=20)

@@ -4,6 +4,8 @@ import pytest
 
 from reopt.datalog import Engine, ParseError, Program, ProgramError
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def load_error(text: str, kind=ProgramError) -> ProgramError:
     with pytest.raises(kind) as info:

@@ -15,7 +15,10 @@ import reopt
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
 from reopt.optimizer.workloads import TPCH, generated
 
+from .conftest import native_only
 from .test_optimizer_search import delta_for
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 NONE = reopt.OptimizerConfig.setting("none")
 SLACK = 1e-9  # the bound's allowance for rounding, as in rules/optimizer.dl
@@ -54,11 +57,13 @@ class PruningMachine(RuleBasedStateMachine):
     """One optimizer per pruning setting, fed the same deltas, checked against an unpruned full
     optimization after every step."""
 
+    backend = "python"
+
     @initialize(spec=QUERY)
     def build(self, spec):
         self.query, catalog = generated(*spec)
         self.optimizers = {
-            name: reopt.Optimizer(self.query, catalog, reopt.OptimizerConfig.setting(name))
+            name: reopt.Optimizer(self.query, catalog, reopt.OptimizerConfig.setting(name, backend=self.backend))
             for name in PRUNING_SETTINGS
         }
         self.plans = {name: optimizer.optimize() for name, optimizer in self.optimizers.items()}
@@ -106,9 +111,15 @@ class PruningMachine(RuleBasedStateMachine):
             assert engine.counts("Want") == dict(parents), name
 
 
-TestPruningMachine = PruningMachine.TestCase
-TestPruningMachine.settings = settings(max_examples=100 if DEEP else 12, stateful_step_count=8 if DEEP else 5,
-                                      deadline=None)
+class NativePruningMachine(PruningMachine):
+    backend = "native"
+
+
+MACHINE_SETTINGS = settings(max_examples=100 if DEEP else 12, stateful_step_count=8 if DEEP else 5, deadline=None)
+TestPruningMachinePython = PruningMachine.TestCase
+TestPruningMachinePython.settings = MACHINE_SETTINGS
+TestPruningMachineNative = native_only(NativePruningMachine.TestCase)
+TestPruningMachineNative.settings = MACHINE_SETTINGS
 
 
 @pytest.mark.parametrize("name", ["Q5", "Q10", "Q8Join"])

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..datalog import Engine, Program
+from ..datalog.engine import BACKENDS
 from .catalog import Catalog
 from .cost import CostModel, CostWeights
 from .deltas import DeltaStats
@@ -112,14 +113,19 @@ class OptimizerConfig:
     aggregate_selection: bool = True
     reference_counting: bool = True
     recursive_bounding: bool = True
+    backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise OptimizerError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
 
     @classmethod
-    def setting(cls, name: str, weights: CostWeights | None = None) -> "OptimizerConfig":
+    def setting(cls, name: str, weights: CostWeights | None = None, backend: str | None = None) -> "OptimizerConfig":
         """A named pruning setting: none, aggsel, aggsel+refcount, aggsel+bounding or all."""
         if name not in PRUNING_SETTINGS:
             raise OptimizerError(f"unknown pruning setting {name!r}; use one of {', '.join(PRUNING_SETTINGS)}")
         aggsel, refcount, bounding = PRUNING_SETTINGS[name]
-        return cls(weights or CostWeights(), aggsel, refcount, bounding)
+        return cls(weights or CostWeights(), aggsel, refcount, bounding, backend)
 
     @property
     def remembers_costs(self) -> bool:
@@ -148,7 +154,7 @@ class Optimizer:
             "Fn_unarycost": self.costs.unary,
             "Fn_joincost": self.costs.join,
             "Fn_parentcount": self.space.parent_count,
-        })
+        }, backend=self.config.backend)
         self._subsets = list(query.connected_subsets())
         self._stats: dict[int, ExprStats] = {}
         self._factors: dict[str, float] = {}

@@ -1,0 +1,1456 @@
+//! The evaluator: semi-naive rounds per stratum with counting or DRed, memo passes, statistics,
+//! and rollback. It mirrors `reopt/datalog/pycore.py` step for step (same rounds, same counts, same
+//! statistics), so the two backends can be held equal by a differential test.
+
+use std::cmp::Ordering;
+use std::collections::btree_map::Entry;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::convert::{repr_row, value_from_py, PyStrings};
+use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
+use crate::storage::{row_of, AggFunc, Aggregate, Bucket, Candidates, Group, Relation, Row, Undo};
+use crate::value::{arithmetic, compare, fsum, negate, Interner, Ordered, Value, ValueError};
+
+pub const INSERTED: usize = 0;
+pub const DELETED: usize = 1;
+pub const UPDATED: usize = 2;
+pub const FIRED: usize = 3;
+pub const TOUCHED: usize = 4;
+pub type Counters = [u64; 5];
+
+/// Rows that became visible (plus) or invisible (minus) in one step.
+#[derive(Default, Clone)]
+pub struct Change {
+    pub plus: FxHashSet<Row>,
+    pub minus: FxHashSet<Row>,
+}
+
+impl Change {
+    fn is_empty(&self) -> bool {
+        self.plus.is_empty() && self.minus.is_empty()
+    }
+}
+
+type Changes = FxHashMap<usize, Change>;
+
+/// Derivation-count changes of one head relation in one round.
+#[derive(Default)]
+struct Out {
+    plain: FxHashMap<Row, i64>,
+    aggregate: FxHashMap<(Row, Value), i64>,
+}
+
+impl Out {
+    fn is_empty(&self) -> bool {
+        self.plain.is_empty() && self.aggregate.is_empty()
+    }
+}
+
+/// Why a run failed; the state is rolled back before it reaches Python.
+pub enum Failure {
+    Rule {
+        rule: usize,
+        kind: String,
+        message: String,
+    },
+    RulePython {
+        rule: usize,
+        error: PyErr,
+    },
+    Evaluation(String),
+}
+
+enum ExecError {
+    Value(ValueError),
+    Python(PyErr),
+}
+
+impl From<ValueError> for ExecError {
+    fn from(e: ValueError) -> Self {
+        ExecError::Value(e)
+    }
+}
+
+pub struct Function {
+    pub name: String,
+    pub callable: Py<PyAny>,
+    pub outputs: usize,
+}
+
+pub struct Engine {
+    pub rels: Vec<RelationInfo>,
+    pub relations: Vec<Relation>,
+    pub counts: Vec<FxHashMap<Row, i64>>,
+    pub aggregates: Vec<Option<Aggregate>>,
+    pub strata: Vec<Stratum>,
+    pub functions: Vec<Function>,
+    pub strings: Interner,
+    pub pystrings: PyStrings,
+    pub max_rounds: u64,
+    pub max_passes: u64,
+    pub stats_last: Vec<Counters>,
+    pub stats_total: Vec<Counters>,
+    stats_now: Vec<Counters>,
+    touched: Vec<FxHashSet<Row>>,
+    pub last_touched: Vec<FxHashSet<Row>>,
+    pub last_changes: Changes,
+    pub generation: u64,
+}
+
+impl Engine {
+    pub fn new(
+        rels: Vec<RelationInfo>,
+        strata: Vec<Stratum>,
+        functions: Vec<Function>,
+        strings: Interner,
+        max_rounds: u64,
+        max_passes: u64,
+    ) -> Self {
+        let n = rels.len();
+        let relations = rels
+            .iter()
+            .map(|r| Relation::new(r.arity, &r.patterns))
+            .collect();
+        let aggregates = rels
+            .iter()
+            .map(|r| {
+                r.aggregate.map(|(func, position)| Aggregate {
+                    func,
+                    position,
+                    groups: FxHashMap::default(),
+                })
+            })
+            .collect();
+        Engine {
+            rels,
+            relations,
+            counts: (0..n).map(|_| FxHashMap::default()).collect(),
+            aggregates,
+            strata,
+            functions,
+            strings,
+            pystrings: PyStrings::default(),
+            max_rounds,
+            max_passes,
+            stats_last: vec![[0; 5]; n],
+            stats_total: vec![[0; 5]; n],
+            stats_now: vec![[0; 5]; n],
+            touched: vec![FxHashSet::default(); n],
+            last_touched: vec![FxHashSet::default(); n],
+            last_changes: FxHashMap::default(),
+            generation: 0,
+        }
+    }
+
+    // -- reading ---------------------------------------------------------------------------------
+
+    pub fn count(&self, rel: usize, row: &Row) -> i64 {
+        self.counts[rel].get(row).copied().unwrap_or(0)
+    }
+
+    pub fn candidate_count(agg: &Aggregate, group: &Row, value: Value, strings: &Interner) -> i64 {
+        match agg.groups.get(group).map(|g| &g.candidates) {
+            Some(Candidates::Ordered(m)) => {
+                m.get(&Ordered::new(value, strings)).copied().unwrap_or(0)
+            }
+            Some(Candidates::Counted(m)) => m.get(&value).copied().unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    pub fn state_size(&self) -> u64 {
+        let mut size: u64 = self
+            .relations
+            .iter()
+            .map(|r| (r.rows.len() * r.arity.max(1)) as u64)
+            .sum();
+        for (rel, counts) in self.counts.iter().enumerate() {
+            if self.aggregates[rel].is_none() {
+                size += 2 * counts.len() as u64;
+            }
+        }
+        for agg in self.aggregates.iter().flatten() {
+            size += agg
+                .groups
+                .values()
+                .map(|g| 2 * g.candidates.len() as u64)
+                .sum::<u64>();
+        }
+        size
+    }
+
+    // -- evaluation ------------------------------------------------------------------------------
+
+    /// Propagate count changes of base relations to the fixpoint; the ids of relations that
+    /// changed. On failure, or a panic inside, the state is exactly as before.
+    pub fn run(
+        &mut self,
+        py: Python<'_>,
+        pending: Vec<(usize, Vec<(Row, i64)>)>,
+        seeding: bool,
+    ) -> Result<Vec<usize>, Failure> {
+        let mut journal: Vec<Undo> = Vec::new();
+        for counters in &mut self.stats_now {
+            *counters = [0; 5];
+        }
+        for set in &mut self.touched {
+            set.clear();
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            self.passes(py, pending, seeding, &mut journal)
+        }));
+        let failure = match outcome {
+            Ok(Ok(changes)) => {
+                std::mem::swap(&mut self.last_touched, &mut self.touched);
+                for (rel, counters) in self.stats_now.iter().enumerate() {
+                    self.stats_last[rel] = *counters;
+                    for k in 0..5 {
+                        self.stats_total[rel][k] += counters[k];
+                    }
+                }
+                let mut changed: Vec<usize> = changes.keys().copied().collect();
+                changed.sort_unstable();
+                self.last_changes = changes;
+                self.generation += 1;
+                return Ok(changed);
+            }
+            Ok(Err(failure)) => failure,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                Failure::Evaluation(format!(
+                    "internal error in the native core (state rolled back): {what}"
+                ))
+            }
+        };
+        self.rollback(journal);
+        Err(failure)
+    }
+
+    fn rollback(&mut self, journal: Vec<Undo>) {
+        for undo in journal.into_iter().rev() {
+            match undo {
+                Undo::Shown(rel, row) => self.relations[rel].remove(&row),
+                Undo::Hidden(rel, row) => self.relations[rel].add(row),
+                Undo::Count(rel, row, old) => {
+                    if old != 0 {
+                        self.counts[rel].insert(row, old);
+                    } else {
+                        self.counts[rel].remove(&row);
+                    }
+                }
+                Undo::Candidate(rel, group, key, old) => {
+                    let agg = self.aggregates[rel].as_mut().expect("aggregate");
+                    let empty = agg.empty_candidates();
+                    let g = agg.groups.entry(group.clone()).or_insert(Group {
+                        candidates: empty,
+                        current: None,
+                    });
+                    if let Candidates::Ordered(m) = &mut g.candidates {
+                        if old != 0 {
+                            m.insert(key, old);
+                        } else {
+                            m.remove(&key);
+                        }
+                    }
+                    agg.tidy(&group);
+                }
+                Undo::Counted(rel, group, value, old) => {
+                    let agg = self.aggregates[rel].as_mut().expect("aggregate");
+                    let empty = agg.empty_candidates();
+                    let g = agg.groups.entry(group.clone()).or_insert(Group {
+                        candidates: empty,
+                        current: None,
+                    });
+                    if let Candidates::Counted(m) = &mut g.candidates {
+                        if old != 0 {
+                            m.insert(value, old);
+                        } else {
+                            m.remove(&value);
+                        }
+                    }
+                    agg.tidy(&group);
+                }
+                Undo::Current(rel, group, old) => {
+                    let agg = self.aggregates[rel].as_mut().expect("aggregate");
+                    let empty = agg.empty_candidates();
+                    agg.groups
+                        .entry(group.clone())
+                        .or_insert(Group {
+                            candidates: empty,
+                            current: None,
+                        })
+                        .current = old;
+                    agg.tidy(&group);
+                }
+            }
+        }
+    }
+
+    fn passes(
+        &mut self,
+        py: Python<'_>,
+        pending: Vec<(usize, Vec<(Row, i64)>)>,
+        seeding: bool,
+        journal: &mut Vec<Undo>,
+    ) -> Result<Changes, Failure> {
+        let mut changes = self.evaluate(py, pending, journal, seeding)?;
+        let mut memo = self.memo_deltas(&changes)?;
+        let mut passes = 1;
+        while !memo.is_empty() {
+            passes += 1;
+            if passes > self.max_passes {
+                let mut names: Vec<&str> = memo
+                    .iter()
+                    .map(|(rel, _)| self.rels[*rel].name.as_str())
+                    .collect();
+                names.sort_unstable();
+                return Err(Failure::Evaluation(format!(
+                    "memos {} still changed after {} passes; the pruning they drive does not converge",
+                    names.join(", "),
+                    self.max_passes
+                )));
+            }
+            let latest = self.evaluate(py, memo, journal, false)?;
+            memo = self.memo_deltas(&latest)?;
+            compose(&mut changes, latest);
+        }
+        Ok(changes)
+    }
+
+    /// Count changes that make each memo hold the rows its source showed in the last pass.
+    fn memo_deltas(&mut self, changes: &Changes) -> Result<Vec<(usize, Vec<(Row, i64)>)>, Failure> {
+        let mut deltas = Vec::new();
+        for memo in 0..self.rels.len() {
+            let Some(source) = self.rels[memo].memo_of else {
+                continue;
+            };
+            let Some(change) = changes.get(&source) else {
+                continue;
+            };
+            if change.plus.is_empty() {
+                continue;
+            }
+            let keys = self.rels[memo].memo_keys;
+            let positions: Vec<usize> = (0..keys).collect();
+            let index = self.relations[memo].ensure_index(&positions);
+            let mut pending: FxHashMap<Row, i64> = FxHashMap::default();
+            let mut seen: FxHashMap<&[Value], &Row> = FxHashMap::default();
+            for row in &change.plus {
+                let key = &row[..keys];
+                if let Some(first) = seen.insert(key, row) {
+                    return Err(Failure::Evaluation(format!(
+                        "memo '{}' keeps one row per key, but '{}' shows both {} and {} for key {}",
+                        self.rels[memo].name,
+                        self.rels[source].name,
+                        repr_row(first, &self.strings),
+                        repr_row(row, &self.strings),
+                        repr_row(key, &self.strings)
+                    )));
+                }
+                let stored = self.relations[memo]
+                    .get(index, key)
+                    .map(Bucket::rows)
+                    .unwrap_or_default();
+                if stored.contains(row) {
+                    continue;
+                }
+                for old in stored {
+                    *pending.entry(old).or_insert(0) -= 1;
+                }
+                *pending.entry(row.clone()).or_insert(0) += 1;
+            }
+            if !pending.is_empty() {
+                deltas.push((memo, pending.into_iter().collect()));
+            }
+        }
+        Ok(deltas)
+    }
+
+    fn evaluate(
+        &mut self,
+        py: Python<'_>,
+        pending: Vec<(usize, Vec<(Row, i64)>)>,
+        journal: &mut Vec<Undo>,
+        seeding: bool,
+    ) -> Result<Changes, Failure> {
+        let mut changes: Changes = FxHashMap::default();
+        for (rel, rows) in pending {
+            let mut change = Change::default();
+            for (row, delta) in rows {
+                if delta == 0 {
+                    continue;
+                }
+                let old = self.count(rel, &row);
+                self.set_count(rel, row.clone(), old + delta, journal);
+                if old <= 0 && 0 < old + delta {
+                    self.relations[rel].add(row.clone());
+                    journal.push(Undo::Shown(rel, row.clone()));
+                    change.plus.insert(row);
+                } else if old + delta <= 0 && 0 < old {
+                    self.relations[rel].remove(&row);
+                    journal.push(Undo::Hidden(rel, row.clone()));
+                    change.minus.insert(row);
+                }
+            }
+            self.stats_now[rel][INSERTED] += change.plus.len() as u64;
+            self.stats_now[rel][DELETED] += change.minus.len() as u64;
+            if !change.is_empty() {
+                changes.insert(rel, change);
+            }
+        }
+        for s in 0..self.strata.len() {
+            let stratum = &self.strata[s];
+            let incoming: Changes = stratum
+                .inputs
+                .iter()
+                .filter_map(|r| changes.get(r).map(|c| (*r, c.clone())))
+                .collect();
+            let seed = seeding && stratum.rules.iter().any(|r| r.seed.is_some());
+            if incoming.is_empty() && !seed {
+                continue;
+            }
+            let mut run = StratumRun::new(s, &stratum.relations);
+            if stratum.dred {
+                run.dred(self, py, incoming, seed, journal)?;
+            } else {
+                run.counting(self, py, incoming, seed, false, journal)?;
+            }
+            changes.extend(run.net_changes(self));
+        }
+        Ok(changes)
+    }
+
+    fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Vec<Undo>) {
+        let old = if value != 0 {
+            self.counts[rel].insert(row.clone(), value)
+        } else {
+            self.counts[rel].remove(&row)
+        };
+        journal.push(Undo::Count(rel, row, old.unwrap_or(0)));
+    }
+
+    fn add_candidate(
+        &mut self,
+        rel: usize,
+        group: &Row,
+        value: Value,
+        delta: i64,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), Failure> {
+        let agg = self.aggregates[rel].as_mut().expect("aggregate");
+        let empty = agg.empty_candidates();
+        let g = agg.groups.entry(group.clone()).or_insert(Group {
+            candidates: empty,
+            current: None,
+        });
+        match &mut g.candidates {
+            Candidates::Ordered(m) => {
+                let key = Ordered::new(value, &self.strings);
+                if let Some((first, _)) = m.iter().next() {
+                    if first.is_str() != key.is_str() {
+                        let (a, b) = (value.type_name(), first.value().type_name());
+                        return Err(Failure::Evaluation(format!(
+                            "evaluation failed: TypeError: '<' not supported between instances of '{a}' and '{b}'"
+                        )));
+                    }
+                }
+                let old = match m.entry(key.clone()) {
+                    Entry::Occupied(mut e) => {
+                        let old = *e.get();
+                        if old + delta != 0 {
+                            *e.get_mut() = old + delta;
+                        } else {
+                            e.remove();
+                        }
+                        old
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(delta);
+                        0
+                    }
+                };
+                journal.push(Undo::Candidate(rel, group.clone(), key, old));
+            }
+            Candidates::Counted(m) => {
+                let old = m.get(&value).copied().unwrap_or(0);
+                if old + delta != 0 {
+                    m.insert(value, old + delta);
+                } else {
+                    m.remove(&value);
+                }
+                journal.push(Undo::Counted(rel, group.clone(), value, old));
+            }
+        }
+        agg.tidy(group);
+        Ok(())
+    }
+
+    /// The aggregate of a group's current candidates, or `None` if it has none.
+    fn best(&self, rel: usize, group: &Row) -> Result<Option<Value>, Failure> {
+        let agg = self.aggregates[rel].as_ref().expect("aggregate");
+        let Some(g) = agg.groups.get(group) else {
+            return Ok(None);
+        };
+        match (&g.candidates, agg.func) {
+            (Candidates::Ordered(m), AggFunc::Min) => Ok(m.keys().next().map(Ordered::value)),
+            (Candidates::Ordered(m), _) => Ok(m.keys().next_back().map(Ordered::value)),
+            (Candidates::Counted(m), _) if m.is_empty() => Ok(None),
+            (Candidates::Counted(m), AggFunc::Count) => Ok(Some(Value::Int(m.values().sum()))),
+            (Candidates::Counted(m), _) => sum_of(m).map(Some).map_err(|e| {
+                Failure::Evaluation(format!("evaluation failed: {}: {}", e.kind, e.message))
+            }),
+        }
+    }
+
+    fn show_value(&mut self, rel: usize, group: &Row, value: Value, journal: &mut Vec<Undo>) {
+        let agg = self.aggregates[rel].as_mut().expect("aggregate");
+        let row = agg.row(group, value);
+        let empty = agg.empty_candidates();
+        let g = agg.groups.entry(group.clone()).or_insert(Group {
+            candidates: empty,
+            current: None,
+        });
+        let old = g.current.replace(value);
+        journal.push(Undo::Current(rel, group.clone(), old));
+        self.relations[rel].add(row.clone());
+        journal.push(Undo::Shown(rel, row));
+    }
+
+    fn hide_value(&mut self, rel: usize, group: &Row, journal: &mut Vec<Undo>) {
+        let agg = self.aggregates[rel].as_mut().expect("aggregate");
+        let Some(g) = agg.groups.get_mut(group) else {
+            return;
+        };
+        let Some(value) = g.current.take() else {
+            return;
+        };
+        journal.push(Undo::Current(rel, group.clone(), Some(value)));
+        let row = agg.row(group, value);
+        agg.tidy(group);
+        self.relations[rel].remove(&row);
+        journal.push(Undo::Hidden(rel, row));
+    }
+
+    fn current(&self, rel: usize, group: &Row) -> Option<Value> {
+        self.aggregates[rel]
+            .as_ref()
+            .and_then(|a| a.groups.get(group))
+            .and_then(|g| g.current)
+    }
+}
+
+fn sum_of(m: &FxHashMap<Value, i64>) -> Result<Value, ValueError> {
+    if m.keys().any(|v| matches!(v, Value::Float(_))) {
+        let mut terms = Vec::with_capacity(m.len());
+        for (v, c) in m {
+            terms.push(match *v {
+                Value::Float(f) => f * *c as f64,
+                Value::Int(i) => (i as f64) * *c as f64,
+                Value::Bool(b) => (b as i64 * *c) as f64,
+                Value::Str(_) => return Err(type_error_sum(*v)),
+            });
+        }
+        return fsum(terms).map(Value::Float);
+    }
+    let mut total: i64 = 0;
+    for (v, c) in m {
+        let term = match *v {
+            Value::Int(i) => i.checked_mul(*c),
+            Value::Bool(b) => Some(b as i64 * *c),
+            _ => return Err(type_error_sum(*v)),
+        };
+        total = term.and_then(|t| total.checked_add(t)).ok_or_else(|| {
+            ValueError::new(
+                "OverflowError",
+                "sum does not fit in 64 bits (the native backend's integers)",
+            )
+        })?;
+    }
+    Ok(Value::Int(total))
+}
+
+fn type_error_sum(v: Value) -> ValueError {
+    ValueError::new(
+        "TypeError",
+        format!(
+            "unsupported operand type(s) for +: 'int' and '{}'",
+            v.type_name()
+        ),
+    )
+}
+
+/// Fold a later pass's visibility changes into `changes`, so that it stays the net change.
+fn compose(changes: &mut Changes, later: Changes) {
+    for (rel, change) in later {
+        let net = changes.entry(rel).or_default();
+        for row in change.plus {
+            if !net.minus.remove(&row) {
+                net.plus.insert(row);
+            }
+        }
+        for row in change.minus {
+            if !net.plus.remove(&row) {
+                net.minus.insert(row);
+            }
+        }
+        if net.is_empty() {
+            changes.remove(&rel);
+        }
+    }
+}
+
+/// The evaluation of one stratum for one batch of incoming changes.
+struct StratumRun {
+    stratum: usize,
+    original: FxHashMap<usize, FxHashMap<Row, bool>>,
+}
+
+impl StratumRun {
+    fn new(stratum: usize, relations: &[usize]) -> Self {
+        StratumRun {
+            stratum,
+            original: relations
+                .iter()
+                .map(|r| (*r, FxHashMap::default()))
+                .collect(),
+        }
+    }
+
+    fn counting(
+        &mut self,
+        e: &mut Engine,
+        py: Python<'_>,
+        incoming: Changes,
+        seeding: bool,
+        monotone: bool,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), Failure> {
+        let mut changes = incoming;
+        let mut extra = if seeding {
+            Some(self.seed_outputs(e, py)?)
+        } else {
+            None
+        };
+        let mut rounds: u64 = 0;
+        let none = FxHashMap::default();
+        while !changes.is_empty() || extra.is_some() {
+            let mut outputs = self.round(e, py, &changes, &none)?;
+            if let Some(extra) = extra.take() {
+                for (rel, out) in extra {
+                    let target = outputs.entry(rel).or_default();
+                    for (k, c) in out.plain {
+                        *target.plain.entry(k).or_insert(0) += c;
+                    }
+                    for (k, c) in out.aggregate {
+                        *target.aggregate.entry(k).or_insert(0) += c;
+                    }
+                }
+            }
+            changes = self.settle(e, outputs, monotone, journal)?;
+            self.show(e, &changes, journal);
+            rounds += 1;
+            if rounds > e.max_rounds {
+                let mut names: Vec<&str> = e.strata[self.stratum]
+                    .relations
+                    .iter()
+                    .map(|r| e.rels[*r].name.as_str())
+                    .collect();
+                names.sort_unstable();
+                return Err(Failure::Evaluation(format!(
+                    "no fixpoint after {} rounds for {}; is the recursion well-founded?",
+                    rounds,
+                    names.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn dred(
+        &mut self,
+        e: &mut Engine,
+        py: Python<'_>,
+        incoming: Changes,
+        seeding: bool,
+        journal: &mut Vec<Undo>,
+    ) -> Result<(), Failure> {
+        let mut deletions: Changes = FxHashMap::default();
+        let mut insertions: Changes = FxHashMap::default();
+        for (rel, change) in incoming {
+            if !change.minus.is_empty() {
+                deletions.insert(
+                    rel,
+                    Change {
+                        plus: FxHashSet::default(),
+                        minus: change.minus,
+                    },
+                );
+            }
+            if !change.plus.is_empty() {
+                insertions.insert(
+                    rel,
+                    Change {
+                        plus: change.plus,
+                        minus: FxHashSet::default(),
+                    },
+                );
+            }
+        }
+        if !deletions.is_empty() {
+            let hidden: FxHashMap<usize, FxHashSet<Row>> = insertions
+                .iter()
+                .map(|(r, c)| (*r, c.plus.clone()))
+                .collect();
+            let mut overdeleted: FxHashMap<usize, FxHashSet<Row>> = e.strata[self.stratum]
+                .relations
+                .iter()
+                .map(|r| (*r, FxHashSet::default()))
+                .collect();
+            let mut changes = deletions;
+            while !changes.is_empty() {
+                let outputs = self.round(e, py, &changes, &hidden)?;
+                changes = overdelete(e, outputs, &mut overdeleted, journal)?;
+                self.show(e, &changes, journal);
+            }
+            let rederived = rederive(e, &overdeleted)?;
+            self.show(e, &rederived, journal);
+            insertions.extend(rederived);
+        }
+        self.counting(e, py, insertions, seeding, true, journal)
+    }
+
+    /// Derivation-count changes of the stratum's heads caused by `changes` (already visible);
+    /// `hidden` rows count as absent in both the old and the new state.
+    fn round(
+        &self,
+        e: &mut Engine,
+        py: Python<'_>,
+        changes: &Changes,
+        hidden: &FxHashMap<usize, FxHashSet<Row>>,
+    ) -> Result<FxHashMap<usize, Out>, Failure> {
+        let mut outputs: FxHashMap<usize, Out> = FxHashMap::default();
+        let Engine {
+            rels: _,
+            relations,
+            strata,
+            functions,
+            strings,
+            pystrings,
+            stats_now,
+            ..
+        } = e;
+        let stratum = &strata[self.stratum];
+        let mut show_indexes: FxHashMap<(usize, usize), FxHashMap<Box<[Value]>, Vec<Row>>> =
+            FxHashMap::default();
+        for rule in &stratum.rules {
+            for plan in &rule.plans {
+                let delta_rel = plan.delta.expect("delta plan");
+                let Some(change) = changes.get(&delta_rel) else {
+                    continue;
+                };
+                if change.is_empty() {
+                    continue;
+                }
+                for step in &plan.steps {
+                    if let Step::Lookup { view, index, .. } = step {
+                        let (rel, old) = plan.views[*view];
+                        if let (true, Some(c)) = (old, changes.get(&rel)) {
+                            if !c.minus.is_empty() {
+                                let positions = &relations[rel].indexes[*index].positions;
+                                show_indexes.entry((rel, *index)).or_insert_with(|| {
+                                    let mut m: FxHashMap<Box<[Value]>, Vec<Row>> =
+                                        FxHashMap::default();
+                                    for row in &c.minus {
+                                        m.entry(positions.iter().map(|&p| row[p]).collect())
+                                            .or_default()
+                                            .push(row.clone());
+                                    }
+                                    m
+                                });
+                            }
+                        }
+                    }
+                }
+                let views: Vec<View> = plan
+                    .views
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(rel, old))| {
+                        let change = if old { changes.get(&rel) } else { None };
+                        let show_index = plan.steps.iter().find_map(|s| match s {
+                            Step::Lookup { view, index, .. } if old && *view == i => {
+                                show_indexes.get(&(rel, *index))
+                            }
+                            _ => None,
+                        });
+                        View {
+                            rel: &relations[rel],
+                            hidden: hidden.get(&rel),
+                            entering: change.map(|c| &c.plus),
+                            leaving: change.map(|c| &c.minus),
+                            leaving_index: show_index,
+                        }
+                    })
+                    .collect();
+                let out = outputs.entry(rule.head).or_default();
+                let exec = Exec {
+                    plan,
+                    views,
+                    functions,
+                    py,
+                };
+                let mut state = ExecState {
+                    strings,
+                    pystrings,
+                    out,
+                    fired: 0,
+                    regs: vec![Value::Int(0); plan.slots],
+                };
+                let Step::Delta { negated, pattern } = &plan.steps[0] else {
+                    unreachable!("a delta plan starts with its delta")
+                };
+                let mut run = || -> Result<(), ExecError> {
+                    for (rows, sign) in [(&change.plus, 1i64), (&change.minus, -1i64)] {
+                        let sign = if *negated { -sign } else { sign };
+                        for row in rows {
+                            if exec.bind(pattern, row, &mut state)? {
+                                exec.step(1, sign, &mut state)?;
+                            }
+                        }
+                    }
+                    Ok(())
+                };
+                let result = run();
+                stats_now[rule.head][FIRED] += state.fired;
+                result.map_err(|err| rule_failure(rule.id, err))?;
+            }
+        }
+        Ok(outputs)
+    }
+
+    fn seed_outputs(
+        &self,
+        e: &mut Engine,
+        py: Python<'_>,
+    ) -> Result<FxHashMap<usize, Out>, Failure> {
+        let mut outputs: FxHashMap<usize, Out> = FxHashMap::default();
+        let Engine {
+            strata,
+            functions,
+            strings,
+            pystrings,
+            stats_now,
+            ..
+        } = e;
+        for &rel in &strata[self.stratum].relations {
+            outputs.entry(rel).or_default();
+        }
+        for rule in &strata[self.stratum].rules {
+            let Some(plan) = &rule.seed else { continue };
+            let out = outputs.entry(rule.head).or_default();
+            let exec = Exec {
+                plan,
+                views: Vec::new(),
+                functions,
+                py,
+            };
+            let mut state = ExecState {
+                strings,
+                pystrings,
+                out,
+                fired: 0,
+                regs: vec![Value::Int(0); plan.slots],
+            };
+            let result = exec.step(0, 1, &mut state);
+            stats_now[rule.head][FIRED] += state.fired;
+            result.map_err(|err| rule_failure(rule.id, err))?;
+        }
+        Ok(outputs)
+    }
+
+    /// Apply derivation-count changes; return the visibility changes they imply.
+    fn settle(
+        &mut self,
+        e: &mut Engine,
+        outputs: FxHashMap<usize, Out>,
+        monotone: bool,
+        journal: &mut Vec<Undo>,
+    ) -> Result<Changes, Failure> {
+        let mut changes: Changes = FxHashMap::default();
+        for (rel, out) in outputs {
+            if out.is_empty() {
+                continue;
+            }
+            let mut change = Change::default();
+            if e.aggregates[rel].is_none() {
+                for (row, delta) in out.plain {
+                    if delta == 0 {
+                        continue;
+                    }
+                    let count = e.count(rel, &row) + delta;
+                    if count < 0 {
+                        return Err(Failure::Evaluation(format!(
+                            "internal inconsistency: negative derivation count for {}{}",
+                            e.rels[rel].name,
+                            repr_row(&row, &e.strings)
+                        )));
+                    }
+                    e.set_count(rel, row.clone(), count, journal);
+                    let visible = e.relations[rel].rows.contains(&row);
+                    if count != 0 && !visible {
+                        change.plus.insert(row);
+                    } else if count == 0 && visible {
+                        if monotone {
+                            return Err(Failure::Evaluation(format!(
+                                "'{}{}' lost its last derivation while insertions were propagated; the recursion is not monotone",
+                                e.rels[rel].name,
+                                repr_row(&row, &e.strings)
+                            )));
+                        }
+                        change.minus.insert(row);
+                    }
+                }
+            } else {
+                let mut touched: FxHashSet<Row> = FxHashSet::default();
+                for ((group, value), delta) in out.aggregate {
+                    if delta != 0 {
+                        e.add_candidate(rel, &group, value, delta, journal)?;
+                        touched.insert(group);
+                    }
+                }
+                let mut updates = 0;
+                for group in touched {
+                    let best = e.best(rel, &group)?;
+                    let agg = e.aggregates[rel].as_ref().expect("aggregate");
+                    let Some(current) = e.current(rel, &group) else {
+                        if let Some(best) = best {
+                            change.plus.insert(agg.row(&group, best));
+                        }
+                        continue;
+                    };
+                    if best == Some(current) {
+                        continue;
+                    }
+                    if monotone {
+                        let improves = match best {
+                            None => false,
+                            Some(b) => {
+                                let order =
+                                    compare(b, current, "<", &e.strings).map_err(|err| {
+                                        Failure::Evaluation(format!(
+                                            "evaluation failed: {}: {}",
+                                            err.kind, err.message
+                                        ))
+                                    })?;
+                                if agg.func == AggFunc::Min {
+                                    order == Ordering::Less
+                                } else {
+                                    order == Ordering::Greater
+                                }
+                            }
+                        };
+                        if !improves {
+                            let shown = best
+                                .map(|b| crate::convert::repr(b, &e.strings))
+                                .unwrap_or_else(|| "None".into());
+                            return Err(Failure::Evaluation(format!(
+                                "aggregate '{}' group {} went from {} to {} while insertions were propagated; recursion \
+                                 through min/max needs inputs that only improve it (for example positive weights)",
+                                e.rels[rel].name,
+                                repr_row(&group, &e.strings),
+                                crate::convert::repr(current, &e.strings),
+                                shown
+                            )));
+                        }
+                    }
+                    change.minus.insert(agg.row(&group, current));
+                    if let Some(best) = best {
+                        change.plus.insert(agg.row(&group, best));
+                        updates += 1;
+                    }
+                }
+                e.stats_now[rel][UPDATED] += updates;
+            }
+            if !change.is_empty() {
+                changes.insert(rel, change);
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Make visibility changes of the stratum's relations take effect.
+    fn show(&mut self, e: &mut Engine, changes: &Changes, journal: &mut Vec<Undo>) {
+        for (&rel, change) in changes {
+            let original = self.original.entry(rel).or_default();
+            let is_aggregate = e.aggregates[rel].is_some();
+            for row in &change.minus {
+                original.entry(row.clone()).or_insert(true);
+                if is_aggregate {
+                    let (group, _) = e.aggregates[rel].as_ref().expect("aggregate").split(row);
+                    e.hide_value(rel, &group, journal);
+                } else {
+                    e.relations[rel].remove(row);
+                    journal.push(Undo::Hidden(rel, row.clone()));
+                }
+            }
+            for row in &change.plus {
+                original.entry(row.clone()).or_insert(false);
+                if is_aggregate {
+                    let (group, value) = e.aggregates[rel].as_ref().expect("aggregate").split(row);
+                    e.show_value(rel, &group, value, journal);
+                } else {
+                    e.relations[rel].add(row.clone());
+                    journal.push(Undo::Shown(rel, row.clone()));
+                }
+            }
+            e.stats_now[rel][INSERTED] += change.plus.len() as u64;
+            e.stats_now[rel][DELETED] += change.minus.len() as u64;
+        }
+    }
+
+    fn net_changes(self, e: &mut Engine) -> Changes {
+        let mut changes: Changes = FxHashMap::default();
+        for (rel, original) in self.original {
+            let touched = match &e.aggregates[rel] {
+                Some(agg) => original
+                    .keys()
+                    .map(|r| agg.split(r).0)
+                    .collect::<FxHashSet<Row>>()
+                    .len(),
+                None => original.len(),
+            };
+            e.stats_now[rel][TOUCHED] += touched as u64;
+            let rows = &e.relations[rel].rows;
+            let mut change = Change::default();
+            for (row, was) in original {
+                let now = rows.contains(&row);
+                if !was && now {
+                    change.plus.insert(row.clone());
+                } else if was && !now {
+                    change.minus.insert(row.clone());
+                }
+                e.touched[rel].insert(row);
+            }
+            if !change.is_empty() {
+                changes.insert(rel, change);
+            }
+        }
+        changes
+    }
+}
+
+/// Apply lost derivations; every row that lost one is deleted for now (DRed's first phase).
+fn overdelete(
+    e: &mut Engine,
+    outputs: FxHashMap<usize, Out>,
+    overdeleted: &mut FxHashMap<usize, FxHashSet<Row>>,
+    journal: &mut Vec<Undo>,
+) -> Result<Changes, Failure> {
+    let mut changes: Changes = FxHashMap::default();
+    for (rel, out) in outputs {
+        if out.is_empty() {
+            continue;
+        }
+        let mut minus: FxHashSet<Row> = FxHashSet::default();
+        if e.aggregates[rel].is_none() {
+            for (row, delta) in out.plain {
+                if delta == 0 {
+                    continue;
+                }
+                let count = e.count(rel, &row) + delta;
+                e.set_count(rel, row.clone(), count, journal);
+                let gone = overdeleted.entry(rel).or_default();
+                if delta < 0 && e.relations[rel].rows.contains(&row) && !gone.contains(&row) {
+                    gone.insert(row.clone());
+                    minus.insert(row);
+                }
+            }
+        } else {
+            for ((group, value), delta) in out.aggregate {
+                if delta == 0 {
+                    continue;
+                }
+                e.add_candidate(rel, &group, value, delta, journal)?;
+                let gone = overdeleted.entry(rel).or_default();
+                if delta < 0 && e.current(rel, &group) == Some(value) && !gone.contains(&group) {
+                    gone.insert(group.clone());
+                    minus.insert(
+                        e.aggregates[rel]
+                            .as_ref()
+                            .expect("aggregate")
+                            .row(&group, value),
+                    );
+                }
+            }
+        }
+        if !minus.is_empty() {
+            changes.insert(
+                rel,
+                Change {
+                    plus: FxHashSet::default(),
+                    minus,
+                },
+            );
+        }
+    }
+    Ok(changes)
+}
+
+/// Rows deleted for now that still have a derivation from what remains (DRed's second phase).
+fn rederive(
+    e: &Engine,
+    overdeleted: &FxHashMap<usize, FxHashSet<Row>>,
+) -> Result<Changes, Failure> {
+    let mut rederived: Changes = FxHashMap::default();
+    for (&rel, gone) in overdeleted {
+        let mut plus: FxHashSet<Row> = FxHashSet::default();
+        match &e.aggregates[rel] {
+            None => {
+                for row in gone {
+                    if e.count(rel, row) > 0 {
+                        plus.insert(row.clone());
+                    }
+                }
+            }
+            Some(agg) => {
+                for group in gone {
+                    if let Some(best) = e.best(rel, group)? {
+                        plus.insert(agg.row(group, best));
+                    }
+                }
+            }
+        }
+        if !plus.is_empty() {
+            rederived.insert(
+                rel,
+                Change {
+                    plus,
+                    minus: FxHashSet::default(),
+                },
+            );
+        }
+    }
+    Ok(rederived)
+}
+
+fn rule_failure(rule: usize, err: ExecError) -> Failure {
+    match err {
+        ExecError::Value(v) => Failure::Rule {
+            rule,
+            kind: v.kind.to_string(),
+            message: v.message,
+        },
+        ExecError::Python(error) => Failure::RulePython { rule, error },
+    }
+}
+
+/// A relation as one plan step reads it: new contents, or old ones (its rows minus those entering
+/// this round plus those leaving it), minus DRed's hidden rows.
+struct View<'a> {
+    rel: &'a Relation,
+    hidden: Option<&'a FxHashSet<Row>>,
+    entering: Option<&'a FxHashSet<Row>>,
+    leaving: Option<&'a FxHashSet<Row>>,
+    leaving_index: Option<&'a FxHashMap<Box<[Value]>, Vec<Row>>>,
+}
+
+impl View<'_> {
+    fn excluded(&self, row: &[Value]) -> bool {
+        self.hidden.is_some_and(|h| h.contains(row))
+            || self.entering.is_some_and(|h| h.contains(row))
+    }
+
+    fn has(&self, row: &[Value]) -> bool {
+        (self.rel.rows.contains(row) && !self.excluded(row))
+            || self.leaving.is_some_and(|s| s.contains(row))
+    }
+}
+
+struct Exec<'a, 'py> {
+    plan: &'a Plan,
+    views: Vec<View<'a>>,
+    functions: &'a [Function],
+    py: Python<'py>,
+}
+
+struct ExecState<'a> {
+    strings: &'a mut Interner,
+    pystrings: &'a mut PyStrings,
+    out: &'a mut Out,
+    fired: u64,
+    regs: Vec<Value>,
+}
+
+impl Exec<'_, '_> {
+    fn eval(&self, expr: &Expr, st: &mut ExecState) -> Result<Value, ValueError> {
+        match expr {
+            Expr::Var(slot) => Ok(st.regs[*slot]),
+            Expr::Const(v) => Ok(*v),
+            Expr::Bin(op, l, r) => {
+                let a = self.eval(l, st)?;
+                let b = self.eval(r, st)?;
+                arithmetic(*op, a, b, st.strings)
+            }
+            Expr::Neg(x) => negate(self.eval(x, st)?),
+        }
+    }
+
+    /// An expression as it is used: arithmetic that yields NaN fails the rule.
+    fn top(&self, expr: &Expr, st: &mut ExecState) -> Result<Value, ValueError> {
+        let v = self.eval(expr, st)?;
+        if expr.computes() && v.is_nan() {
+            return Err(ValueError::new("ValueError", "arithmetic produced NaN"));
+        }
+        Ok(v)
+    }
+
+    fn values(&self, exprs: &[Expr], st: &mut ExecState) -> Result<Vec<Value>, ValueError> {
+        exprs.iter().map(|e| self.top(e, st)).collect()
+    }
+
+    fn bind(&self, pattern: &[Pat], row: &[Value], st: &mut ExecState) -> Result<bool, ExecError> {
+        for (p, entry) in pattern.iter().enumerate() {
+            match entry {
+                Pat::Bind(slot) => st.regs[*slot] = row[p],
+                Pat::Test(expr) => {
+                    if row[p] != self.top(expr, st)? {
+                        return Ok(false);
+                    }
+                }
+                Pat::Skip => {}
+            }
+        }
+        Ok(true)
+    }
+
+    fn matched(
+        &self,
+        pattern: &[Pat],
+        row: &[Value],
+        i: usize,
+        sign: i64,
+        st: &mut ExecState,
+    ) -> Result<(), ExecError> {
+        if self.bind(pattern, row, st)? {
+            self.step(i + 1, sign, st)?;
+        }
+        Ok(())
+    }
+
+    fn step(&self, i: usize, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
+        let Some(step) = self.plan.steps.get(i) else {
+            return self.emit(sign, st);
+        };
+        match step {
+            Step::Delta { .. } => unreachable!("the delta is bound before the first step"),
+            Step::Test { op, left, right } => {
+                let a = self.top(left, st)?;
+                let b = self.top(right, st)?;
+                let holds = match op {
+                    Cmp::Eq => a == b,
+                    Cmp::Ne => a != b,
+                    _ => {
+                        let order = compare(a, b, op.symbol(), st.strings)?;
+                        match op {
+                            Cmp::Lt => order == Ordering::Less,
+                            Cmp::Le => order != Ordering::Greater,
+                            Cmp::Gt => order == Ordering::Greater,
+                            _ => order != Ordering::Less,
+                        }
+                    }
+                };
+                if holds {
+                    self.step(i + 1, sign, st)?;
+                }
+            }
+            Step::Assign { slot, expr } => {
+                st.regs[*slot] = self.top(expr, st)?;
+                self.step(i + 1, sign, st)?;
+            }
+            Step::Has {
+                view,
+                args,
+                negated,
+            } => {
+                let row = self.values(args, st)?;
+                if self.views[*view].has(&row) != *negated {
+                    self.step(i + 1, sign, st)?;
+                }
+            }
+            Step::Lookup {
+                view,
+                index,
+                key,
+                pattern,
+            } => {
+                let key = self.values(key, st)?;
+                let v = &self.views[*view];
+                if let Some(bucket) = v.rel.get(*index, &key) {
+                    let mut failed = None;
+                    bucket.for_each(|row| {
+                        if v.excluded(row) {
+                            return true;
+                        }
+                        match self.matched(pattern, row, i, sign, st) {
+                            Ok(()) => true,
+                            Err(err) => {
+                                failed = Some(err);
+                                false
+                            }
+                        }
+                    });
+                    if let Some(err) = failed {
+                        return Err(err);
+                    }
+                }
+                if let Some(rows) = v.leaving_index.and_then(|m| m.get(&key[..])) {
+                    for row in rows {
+                        self.matched(pattern, row, i, sign, st)?;
+                    }
+                }
+            }
+            Step::Scan { view, pattern } => {
+                let v = &self.views[*view];
+                for row in &v.rel.rows {
+                    if !v.excluded(row) {
+                        self.matched(pattern, row, i, sign, st)?;
+                    }
+                }
+                if let Some(rows) = v.leaving {
+                    for row in rows {
+                        self.matched(pattern, row, i, sign, st)?;
+                    }
+                }
+            }
+            Step::Call {
+                function,
+                inputs,
+                pattern,
+            } => {
+                let args = self.values(inputs, st)?;
+                for row in self.call(*function, &args, st)? {
+                    self.matched(pattern, &row, i, sign, st)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&self, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
+        let group = row_of(self.values(&self.plan.group, st)?);
+        match &self.plan.aggregate {
+            None => *st.out.plain.entry(group).or_insert(0) += sign,
+            Some(expr) => {
+                let value = self.top(expr, st)?;
+                *st.out.aggregate.entry((group, value)).or_insert(0) += sign;
+            }
+        }
+        st.fired += 1;
+        Ok(())
+    }
+
+    fn call(
+        &self,
+        function: usize,
+        args: &[Value],
+        st: &mut ExecState,
+    ) -> Result<Vec<Vec<Value>>, ExecError> {
+        let f = &self.functions[function];
+        let py = self.py;
+        let items: Vec<Bound<'_, PyAny>> = args
+            .iter()
+            .map(|&v| st.pystrings.to_py(py, v, st.strings))
+            .collect();
+        let tuple = PyTuple::new(py, items).map_err(ExecError::Python)?;
+        let result = f
+            .callable
+            .bind(py)
+            .call1(tuple)
+            .map_err(ExecError::Python)?;
+        if f.outputs == 0 {
+            if let Ok(b) = result.downcast::<PyBool>() {
+                return Ok(if b.is_true() {
+                    vec![Vec::new()]
+                } else {
+                    Vec::new()
+                });
+            }
+        }
+        if result.is_none() {
+            return Err(self.bad_result(
+                function,
+                args,
+                st,
+                "returned None; return an iterable of rows".into(),
+            ));
+        }
+        let mut rows = Vec::new();
+        if let Ok(list) = result.downcast::<PyList>() {
+            for item in list.iter() {
+                rows.push(self.result_row(function, args, &item, st)?);
+            }
+        } else {
+            for item in result.try_iter().map_err(ExecError::Python)? {
+                let item = item.map_err(ExecError::Python)?;
+                rows.push(self.result_row(function, args, &item, st)?);
+            }
+        }
+        Ok(rows)
+    }
+
+    fn result_row(
+        &self,
+        function: usize,
+        args: &[Value],
+        item: &Bound<'_, PyAny>,
+        st: &mut ExecState,
+    ) -> Result<Vec<Value>, ExecError> {
+        let outputs = self.functions[function].outputs;
+        let values: Vec<Bound<'_, PyAny>> = if let Ok(t) = item.downcast::<PyTuple>() {
+            t.iter().collect()
+        } else if let Ok(l) = item.downcast::<PyList>() {
+            l.iter().collect()
+        } else {
+            Vec::new()
+        };
+        if values.len() != outputs
+            || !(item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>())
+        {
+            let shown = item.repr().map(|r| r.to_string()).unwrap_or_default();
+            let message = format!("produced {shown}; each row must be a tuple of {outputs} values");
+            return Err(self.bad_result(function, args, st, message));
+        }
+        let mut row = Vec::with_capacity(outputs);
+        for v in &values {
+            match value_from_py(v, st.strings) {
+                Ok(value) => row.push(value),
+                Err(what) => {
+                    return Err(self.bad_result(function, args, st, format!("produced {what}")))
+                }
+            }
+        }
+        Ok(row)
+    }
+
+    fn bad_result(
+        &self,
+        function: usize,
+        args: &[Value],
+        st: &ExecState,
+        message: String,
+    ) -> ExecError {
+        let name = &self.functions[function].name;
+        ExecError::Value(ValueError::new(
+            "EvaluationError",
+            format!("function '{name}{}' {message}", repr_row(args, st.strings)),
+        ))
+    }
+}

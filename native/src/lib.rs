@@ -1,0 +1,275 @@
+//! reopt's native evaluation core: executes the compiled programs of `reopt.datalog` in Rust.
+//!
+//! Python keeps the front end (parser, checks, strata, planner) and the public API; this crate
+//! keeps the state (relations, counts, aggregate candidates, memos) and runs the semi-naive rounds.
+//! Every failure comes back as a Python exception with the state rolled back; a panic is caught
+//! inside `Engine::run` and never unwinds into the interpreter.
+
+mod convert;
+mod eval;
+mod program;
+mod storage;
+mod value;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyAny, PyDict, PySet};
+
+use convert::row_from_py;
+use eval::{Engine, Failure, Function};
+use program::{read_relation, Reader};
+use storage::Row;
+use value::Interner;
+
+create_exception!(
+    _native,
+    CoreError,
+    PyException,
+    "A run failed; args: (message,)."
+);
+create_exception!(
+    _native,
+    RuleError,
+    PyException,
+    "A rule failed; args: (rule id, exception type name, message, Python exception or None)."
+);
+
+/// One engine's state on the native backend.
+#[pyclass(module = "reopt.datalog._native")]
+struct Core {
+    engine: Engine,
+}
+
+fn to_pyerr(py: Python<'_>, failure: Failure) -> PyErr {
+    match failure {
+        Failure::Evaluation(message) => CoreError::new_err((message,)),
+        Failure::Rule {
+            rule,
+            kind,
+            message,
+        } => RuleError::new_err((rule, kind, message, py.None())),
+        Failure::RulePython { rule, error } => {
+            let kind = error
+                .get_type(py)
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            let message = error
+                .value(py)
+                .str()
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            RuleError::new_err((rule, kind, message, error.into_value(py)))
+        }
+    }
+}
+
+impl Core {
+    fn row(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Row> {
+        row_from_py(obj, &mut self.engine.strings).map_err(PyValueError::new_err)
+    }
+
+    fn rows_to_set<'py>(&mut self, py: Python<'py>, rows: Vec<Row>) -> PyResult<Bound<'py, PySet>> {
+        let engine = &mut self.engine;
+        let tuples = rows
+            .iter()
+            .map(|r| engine.pystrings.row(py, r, &engine.strings))
+            .collect::<PyResult<Vec<_>>>()?;
+        PySet::new(py, tuples)
+    }
+}
+
+#[pymethods]
+impl Core {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        relations: &Bound<'_, PyAny>,
+        function_names: Vec<String>,
+        callables: Vec<PyObject>,
+        outputs: Vec<usize>,
+        strata: &Bound<'_, PyAny>,
+        max_rounds: u64,
+        max_passes: u64,
+    ) -> PyResult<Self> {
+        let mut rels = Vec::new();
+        for item in relations.try_iter()? {
+            rels.push(read_relation(&item?)?);
+        }
+        let mut strings = Interner::default();
+        let patterns: Vec<Vec<Vec<usize>>> = rels.iter().map(|r| r.patterns.clone()).collect();
+        let index_of = move |rel: usize, positions: &[usize]| {
+            patterns.get(rel)?.iter().position(|p| p == positions)
+        };
+        let mut reader = Reader {
+            strings: &mut strings,
+            index_of: &index_of,
+        };
+        let mut compiled = Vec::new();
+        for item in strata.try_iter()? {
+            compiled.push(reader.stratum(&item?)?);
+        }
+        let functions = function_names
+            .into_iter()
+            .zip(callables)
+            .zip(outputs)
+            .map(|((name, callable), outputs)| Function {
+                name,
+                callable,
+                outputs,
+            })
+            .collect();
+        Ok(Core {
+            engine: Engine::new(rels, compiled, functions, strings, max_rounds, max_passes),
+        })
+    }
+
+    /// Propagate `deltas` (relation id, [(row, count change)]); the ids of relations that changed.
+    fn run(
+        &mut self,
+        py: Python<'_>,
+        deltas: Vec<(usize, Vec<(Bound<'_, PyAny>, i64)>)>,
+        seeding: bool,
+    ) -> PyResult<Vec<usize>> {
+        let mut pending = Vec::with_capacity(deltas.len());
+        for (rel, rows) in deltas {
+            let mut converted = Vec::with_capacity(rows.len());
+            for (row, n) in rows {
+                converted.push((self.row(&row)?, n));
+            }
+            pending.push((rel, converted));
+        }
+        self.engine
+            .run(py, pending, seeding)
+            .map_err(|f| to_pyerr(py, f))
+    }
+
+    fn generation(&self) -> u64 {
+        self.engine.generation
+    }
+
+    /// The last run's net change of one relation: (rows made visible, rows made invisible).
+    fn changes<'py>(
+        &mut self,
+        py: Python<'py>,
+        rel: usize,
+    ) -> PyResult<(Bound<'py, PySet>, Bound<'py, PySet>)> {
+        let (plus, minus) = match self.engine.last_changes.get(&rel) {
+            Some(c) => (
+                c.plus.iter().cloned().collect(),
+                c.minus.iter().cloned().collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        Ok((self.rows_to_set(py, plus)?, self.rows_to_set(py, minus)?))
+    }
+
+    fn rows<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<Bound<'py, PySet>> {
+        let rows = self.engine.relations[rel].rows.iter().cloned().collect();
+        self.rows_to_set(py, rows)
+    }
+
+    fn touched_rows<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<Bound<'py, PySet>> {
+        let rows = self.engine.last_touched[rel].iter().cloned().collect();
+        self.rows_to_set(py, rows)
+    }
+
+    fn lookup<'py>(
+        &mut self,
+        py: Python<'py>,
+        rel: usize,
+        positions: Vec<usize>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PySet>> {
+        let key = self.row(key)?;
+        let relation = &mut self.engine.relations[rel];
+        let index = relation.ensure_index(&positions);
+        let rows = relation
+            .get(index, &key)
+            .map(|b| b.rows())
+            .unwrap_or_default();
+        self.rows_to_set(py, rows)
+    }
+
+    fn count(&mut self, rel: usize, row: &Bound<'_, PyAny>) -> PyResult<i64> {
+        let row = self.row(row)?;
+        Ok(self.engine.count(rel, &row))
+    }
+
+    fn counts<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<Bound<'py, PyDict>> {
+        let engine = &mut self.engine;
+        let dict = PyDict::new(py);
+        match &engine.aggregates[rel] {
+            Some(agg) => {
+                for (group, g) in &agg.groups {
+                    if let Some(value) = g.current {
+                        let count = Engine::candidate_count(agg, group, value, &engine.strings);
+                        let row = agg.row(group, value);
+                        dict.set_item(engine.pystrings.row(py, &row, &engine.strings)?, count)?;
+                    }
+                }
+            }
+            None => {
+                for (row, count) in &engine.counts[rel] {
+                    dict.set_item(engine.pystrings.row(py, row, &engine.strings)?, *count)?;
+                }
+            }
+        }
+        Ok(dict)
+    }
+
+    fn candidates<'py>(
+        &mut self,
+        py: Python<'py>,
+        rel: usize,
+        group: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let group = self.row(group)?;
+        let engine = &mut self.engine;
+        let dict = PyDict::new(py);
+        let Some(agg) = &engine.aggregates[rel] else {
+            return Ok(dict);
+        };
+        if let Some(g) = agg.groups.get(&group) {
+            match &g.candidates {
+                storage::Candidates::Ordered(m) => {
+                    for (k, c) in m {
+                        dict.set_item(engine.pystrings.to_py(py, k.value(), &engine.strings), *c)?;
+                    }
+                }
+                storage::Candidates::Counted(m) => {
+                    for (v, c) in m {
+                        dict.set_item(engine.pystrings.to_py(py, *v, &engine.strings), *c)?;
+                    }
+                }
+            }
+        }
+        Ok(dict)
+    }
+
+    fn state_size(&self) -> u64 {
+        self.engine.state_size()
+    }
+
+    /// Per relation (inserted, deleted, updated, fired, touched), for the last run and in total.
+    fn stats(&self) -> (Vec<[u64; 5]>, Vec<[u64; 5]>) {
+        (
+            self.engine.stats_last.clone(),
+            self.engine.stats_total.clone(),
+        )
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Core>()?;
+    m.add("CoreError", py.get_type::<CoreError>())?;
+    m.add("RuleError", py.get_type::<RuleError>())?;
+    m.add(
+        "PanicException",
+        py.get_type::<pyo3::panic::PanicException>(),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! The compiled program the Python front end hands over (see `reopt/datalog/planner.py` for the
+//! tuple format), read once into Rust structures.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyAny, PyTuple};
+
+use crate::convert::value_from_py;
+use crate::storage::AggFunc;
+use crate::value::{Interner, Value};
+
+pub enum Expr {
+    Var(usize),
+    Const(Value),
+    Bin(u8, Box<Expr>, Box<Expr>),
+    Neg(Box<Expr>),
+}
+
+impl Expr {
+    /// Whether the expression computes (its result must then pass the NaN check).
+    pub fn computes(&self) -> bool {
+        matches!(self, Expr::Bin(..) | Expr::Neg(_))
+    }
+}
+
+pub enum Pat {
+    Bind(usize),
+    Test(Expr),
+    Skip,
+}
+
+#[derive(Clone, Copy)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+}
+
+pub enum Step {
+    Delta {
+        negated: bool,
+        pattern: Vec<Pat>,
+    },
+    Test {
+        op: Cmp,
+        left: Expr,
+        right: Expr,
+    },
+    Assign {
+        slot: usize,
+        expr: Expr,
+    },
+    Has {
+        view: usize,
+        args: Vec<Expr>,
+        negated: bool,
+    },
+    Lookup {
+        view: usize,
+        index: usize,
+        key: Vec<Expr>,
+        pattern: Vec<Pat>,
+    },
+    Scan {
+        view: usize,
+        pattern: Vec<Pat>,
+    },
+    Call {
+        function: usize,
+        inputs: Vec<Expr>,
+        pattern: Vec<Pat>,
+    },
+}
+
+pub struct Plan {
+    pub delta: Option<usize>,
+    pub views: Vec<(usize, bool)>, // (relation, reads the old contents)
+    pub steps: Vec<Step>,
+    pub group: Vec<Expr>,
+    pub aggregate: Option<Expr>,
+    pub slots: usize,
+}
+
+pub struct Rule {
+    pub id: usize,
+    pub head: usize,
+    pub plans: Vec<Plan>,
+    pub seed: Option<Plan>,
+}
+
+pub struct Stratum {
+    pub relations: Vec<usize>,
+    pub dred: bool,
+    pub inputs: Vec<usize>,
+    pub rules: Vec<Rule>,
+}
+
+pub struct RelationInfo {
+    pub name: String,
+    pub arity: usize,
+    pub aggregate: Option<(AggFunc, usize)>,
+    pub memo_of: Option<usize>,
+    pub memo_keys: usize,
+    pub patterns: Vec<Vec<usize>>,
+}
+
+fn bad(what: &str) -> PyErr {
+    PyValueError::new_err(format!("malformed compiled program: {what}"))
+}
+
+pub fn read_relation(item: &Bound<'_, PyAny>) -> PyResult<RelationInfo> {
+    let (name, arity, func, position, memo_of, memo_keys, patterns): (
+        String,
+        usize,
+        String,
+        i64,
+        i64,
+        usize,
+        Vec<Vec<usize>>,
+    ) = item.extract()?;
+    let aggregate = match func.as_str() {
+        "" => None,
+        "min" => Some((AggFunc::Min, position as usize)),
+        "max" => Some((AggFunc::Max, position as usize)),
+        "count" => Some((AggFunc::Count, position as usize)),
+        "sum" => Some((AggFunc::Sum, position as usize)),
+        other => return Err(bad(&format!("aggregate {other}"))),
+    };
+    Ok(RelationInfo {
+        name,
+        arity,
+        aggregate,
+        memo_of: (memo_of >= 0).then_some(memo_of as usize),
+        memo_keys,
+        patterns,
+    })
+}
+
+/// Reads compiled strata; `index_of(relation, positions)` resolves a lookup to its index.
+pub struct Reader<'a> {
+    pub strings: &'a mut Interner,
+    pub index_of: &'a dyn Fn(usize, &[usize]) -> Option<usize>,
+}
+
+impl Reader<'_> {
+    pub fn stratum(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Stratum> {
+        let t = item.downcast::<PyTuple>()?;
+        let relations: Vec<usize> = t.get_item(0)?.extract()?;
+        let method: String = t.get_item(1)?.extract()?;
+        let inputs: Vec<usize> = t.get_item(2)?.extract()?;
+        let mut rules = Vec::new();
+        for rule in t.get_item(3)?.try_iter()? {
+            let rule = rule?;
+            let r = rule.downcast::<PyTuple>()?;
+            let id: usize = r.get_item(0)?.extract()?;
+            let head: usize = r.get_item(1)?.extract()?;
+            let mut plans = Vec::new();
+            for plan in r.get_item(2)?.try_iter()? {
+                plans.push(self.plan(&plan?)?);
+            }
+            let seed_item = r.get_item(3)?;
+            let seed = if seed_item.is_none() {
+                None
+            } else {
+                Some(self.plan(&seed_item)?)
+            };
+            rules.push(Rule {
+                id,
+                head,
+                plans,
+                seed,
+            });
+        }
+        Ok(Stratum {
+            relations,
+            dred: method == "dred",
+            inputs,
+            rules,
+        })
+    }
+
+    fn plan(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Plan> {
+        let t = item.downcast::<PyTuple>()?;
+        let delta: i64 = t.get_item(0)?.extract()?;
+        let views: Vec<(usize, bool)> = t.get_item(1)?.extract()?;
+        let functions: Vec<usize> = t.get_item(2)?.extract()?;
+        let mut steps = Vec::new();
+        for step in t.get_item(3)?.try_iter()? {
+            steps.push(self.step(&step?, &views, &functions)?);
+        }
+        let group = self.exprs(&t.get_item(4)?)?;
+        let aggregate_item = t.get_item(5)?;
+        let aggregate = if aggregate_item.is_none() {
+            None
+        } else {
+            Some(self.expr(&aggregate_item)?)
+        };
+        let slots: usize = t.get_item(6)?.extract()?;
+        Ok(Plan {
+            delta: (delta >= 0).then_some(delta as usize),
+            views,
+            steps,
+            group,
+            aggregate,
+            slots,
+        })
+    }
+
+    fn step(
+        &mut self,
+        item: &Bound<'_, PyAny>,
+        views: &[(usize, bool)],
+        functions: &[usize],
+    ) -> PyResult<Step> {
+        let t = item.downcast::<PyTuple>()?;
+        let kind: String = t.get_item(0)?.extract()?;
+        Ok(match kind.as_str() {
+            "delta" => Step::Delta {
+                negated: t.get_item(1)?.extract()?,
+                pattern: self.pattern(&t.get_item(2)?)?,
+            },
+            "test" => {
+                let op: String = t.get_item(1)?.extract()?;
+                let op = match op.as_str() {
+                    "=" => Cmp::Eq,
+                    "!=" => Cmp::Ne,
+                    "<" => Cmp::Lt,
+                    "<=" => Cmp::Le,
+                    ">" => Cmp::Gt,
+                    ">=" => Cmp::Ge,
+                    other => return Err(bad(&format!("comparison {other}"))),
+                };
+                Step::Test {
+                    op,
+                    left: self.expr(&t.get_item(2)?)?,
+                    right: self.expr(&t.get_item(3)?)?,
+                }
+            }
+            "assign" => Step::Assign {
+                slot: t.get_item(1)?.extract()?,
+                expr: self.expr(&t.get_item(2)?)?,
+            },
+            "has" => Step::Has {
+                view: t.get_item(1)?.extract()?,
+                args: self.exprs(&t.get_item(2)?)?,
+                negated: t.get_item(3)?.extract()?,
+            },
+            "lookup" => {
+                let view: usize = t.get_item(1)?.extract()?;
+                let positions: Vec<usize> = t.get_item(2)?.extract()?;
+                let relation = views.get(view).ok_or_else(|| bad("view"))?.0;
+                let index = (self.index_of)(relation, &positions)
+                    .ok_or_else(|| bad("lookup without an index"))?;
+                Step::Lookup {
+                    view,
+                    index,
+                    key: self.exprs(&t.get_item(3)?)?,
+                    pattern: self.pattern(&t.get_item(4)?)?,
+                }
+            }
+            "scan" => Step::Scan {
+                view: t.get_item(1)?.extract()?,
+                pattern: self.pattern(&t.get_item(2)?)?,
+            },
+            "call" => {
+                let local: usize = t.get_item(1)?.extract()?;
+                Step::Call {
+                    function: *functions.get(local).ok_or_else(|| bad("function"))?,
+                    inputs: self.exprs(&t.get_item(2)?)?,
+                    pattern: self.pattern(&t.get_item(3)?)?,
+                }
+            }
+            other => return Err(bad(&format!("step {other}"))),
+        })
+    }
+
+    fn pattern(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Vec<Pat>> {
+        let mut out = Vec::new();
+        for entry in item.try_iter()? {
+            let entry = entry?;
+            let t = entry.downcast::<PyTuple>()?;
+            let kind: String = t.get_item(0)?.extract()?;
+            out.push(match kind.as_str() {
+                "bind" => Pat::Bind(t.get_item(1)?.extract()?),
+                "test" => Pat::Test(self.expr(&t.get_item(1)?)?),
+                "skip" => Pat::Skip,
+                other => return Err(bad(&format!("pattern {other}"))),
+            });
+        }
+        Ok(out)
+    }
+
+    fn exprs(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Vec<Expr>> {
+        let mut out = Vec::new();
+        for e in item.try_iter()? {
+            out.push(self.expr(&e?)?);
+        }
+        Ok(out)
+    }
+
+    fn expr(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Expr> {
+        let t = item.downcast::<PyTuple>()?;
+        let kind: String = t.get_item(0)?.extract()?;
+        Ok(match kind.as_str() {
+            "var" => Expr::Var(t.get_item(1)?.extract()?),
+            "const" => {
+                let value = value_from_py(&t.get_item(1)?, self.strings).map_err(|e| {
+                    PyValueError::new_err(format!("a constant of the program: {e}"))
+                })?;
+                Expr::Const(value)
+            }
+            "bin" => {
+                let op: String = t.get_item(1)?.extract()?;
+                let op = match op.as_str() {
+                    "+" | "-" | "*" | "/" | "%" => op.as_bytes()[0],
+                    other => return Err(bad(&format!("operator {other}"))),
+                };
+                Expr::Bin(
+                    op,
+                    Box::new(self.expr(&t.get_item(2)?)?),
+                    Box::new(self.expr(&t.get_item(3)?)?),
+                )
+            }
+            "neg" => Expr::Neg(Box::new(self.expr(&t.get_item(1)?)?)),
+            other => return Err(bad(&format!("expression {other}"))),
+        })
+    }
+}

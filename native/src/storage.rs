@@ -1,0 +1,250 @@
+//! Relation storage: visible rows with hash indexes on the bound positions plans look up,
+//! derivation counts, aggregate candidates, and the journal that undoes a failed run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::value::{Ordered, Value};
+
+/// A row, shared between the visible set, its index buckets, changes and the journal.
+pub type Row = Arc<[Value]>;
+
+pub fn row_of(values: Vec<Value>) -> Row {
+    Arc::from(values)
+}
+
+/// Rows under one index key: a short vector (most keys), a set once it grows, so removal stays
+/// constant time for the keys that hold thousands of rows.
+pub enum Bucket {
+    Few(Vec<Row>),
+    Many(FxHashSet<Row>),
+}
+
+const FEW: usize = 16;
+
+impl Bucket {
+    fn insert(&mut self, row: Row) {
+        match self {
+            Bucket::Few(rows) => {
+                if rows.len() < FEW {
+                    rows.push(row);
+                } else {
+                    let mut set: FxHashSet<Row> = rows.drain(..).collect();
+                    set.insert(row);
+                    *self = Bucket::Many(set);
+                }
+            }
+            Bucket::Many(set) => {
+                set.insert(row);
+            }
+        }
+    }
+
+    fn remove(&mut self, row: &Row) {
+        match self {
+            Bucket::Few(rows) => {
+                if let Some(i) = rows.iter().position(|r| r == row) {
+                    rows.swap_remove(i);
+                }
+            }
+            Bucket::Many(set) => {
+                set.remove(row);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Bucket::Few(rows) => rows.is_empty(),
+            Bucket::Many(set) => set.is_empty(),
+        }
+    }
+
+    pub fn for_each(&self, mut f: impl FnMut(&Row) -> bool) -> bool {
+        match self {
+            Bucket::Few(rows) => rows.iter().all(&mut f),
+            Bucket::Many(set) => set.iter().all(f),
+        }
+    }
+
+    pub fn rows(&self) -> Vec<Row> {
+        match self {
+            Bucket::Few(rows) => rows.clone(),
+            Bucket::Many(set) => set.iter().cloned().collect(),
+        }
+    }
+}
+
+pub struct Index {
+    pub positions: Box<[usize]>,
+    pub map: FxHashMap<Box<[Value]>, Bucket>,
+}
+
+fn key_of(row: &[Value], positions: &[usize]) -> Box<[Value]> {
+    positions.iter().map(|&p| row[p]).collect()
+}
+
+/// The visible rows of one relation.
+pub struct Relation {
+    pub arity: usize,
+    pub rows: FxHashSet<Row>,
+    pub indexes: Vec<Index>,
+}
+
+impl Relation {
+    pub fn new(arity: usize, patterns: &[Vec<usize>]) -> Self {
+        let indexes = patterns
+            .iter()
+            .map(|p| Index {
+                positions: p.clone().into_boxed_slice(),
+                map: FxHashMap::default(),
+            })
+            .collect();
+        Relation {
+            arity,
+            rows: FxHashSet::default(),
+            indexes,
+        }
+    }
+
+    pub fn index_id(&self, positions: &[usize]) -> Option<usize> {
+        self.indexes.iter().position(|i| &*i.positions == positions)
+    }
+
+    /// The index on `positions`, built from the current rows if no plan asked for it.
+    pub fn ensure_index(&mut self, positions: &[usize]) -> usize {
+        if let Some(id) = self.index_id(positions) {
+            return id;
+        }
+        let mut map: FxHashMap<Box<[Value]>, Bucket> = FxHashMap::default();
+        for row in &self.rows {
+            map.entry(key_of(row, positions))
+                .or_insert_with(|| Bucket::Few(Vec::new()))
+                .insert(row.clone());
+        }
+        self.indexes.push(Index {
+            positions: positions.to_vec().into_boxed_slice(),
+            map,
+        });
+        self.indexes.len() - 1
+    }
+
+    pub fn get(&self, index: usize, key: &[Value]) -> Option<&Bucket> {
+        self.indexes[index].map.get(key)
+    }
+
+    pub fn add(&mut self, row: Row) {
+        if self.rows.contains(&row) {
+            return;
+        }
+        for index in &mut self.indexes {
+            index
+                .map
+                .entry(key_of(&row, &index.positions))
+                .or_insert_with(|| Bucket::Few(Vec::new()))
+                .insert(row.clone());
+        }
+        self.rows.insert(row);
+    }
+
+    pub fn remove(&mut self, row: &Row) {
+        if !self.rows.remove(row) {
+            return;
+        }
+        for index in &mut self.indexes {
+            let key = key_of(row, &index.positions);
+            if let Some(bucket) = index.map.get_mut(&key) {
+                bucket.remove(row);
+                if bucket.is_empty() {
+                    index.map.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AggFunc {
+    Min,
+    Max,
+    Count,
+    Sum,
+}
+
+/// A group's candidates with their derivation counts: ordered for min/max (the next best is at
+/// hand when the best goes), hashed for count/sum.
+pub enum Candidates {
+    Ordered(BTreeMap<Ordered, i64>),
+    Counted(FxHashMap<Value, i64>),
+}
+
+impl Candidates {
+    pub fn len(&self) -> usize {
+        match self {
+            Candidates::Ordered(m) => m.len(),
+            Candidates::Counted(m) => m.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub struct Group {
+    pub candidates: Candidates,
+    pub current: Option<Value>,
+}
+
+pub struct Aggregate {
+    pub func: AggFunc,
+    pub position: usize,
+    pub groups: FxHashMap<Row, Group>,
+}
+
+impl Aggregate {
+    pub fn row(&self, group: &[Value], value: Value) -> Row {
+        let p = self.position;
+        let mut values = Vec::with_capacity(group.len() + 1);
+        values.extend_from_slice(&group[..p]);
+        values.push(value);
+        values.extend_from_slice(&group[p..]);
+        row_of(values)
+    }
+
+    pub fn split(&self, row: &[Value]) -> (Row, Value) {
+        let p = self.position;
+        let mut group = Vec::with_capacity(row.len() - 1);
+        group.extend_from_slice(&row[..p]);
+        group.extend_from_slice(&row[p + 1..]);
+        (row_of(group), row[p])
+    }
+
+    pub fn empty_candidates(&self) -> Candidates {
+        match self.func {
+            AggFunc::Min | AggFunc::Max => Candidates::Ordered(BTreeMap::new()),
+            _ => Candidates::Counted(FxHashMap::default()),
+        }
+    }
+
+    /// Drop a group that holds nothing any more (no candidates, nothing shown).
+    pub fn tidy(&mut self, group: &Row) {
+        if let Some(g) = self.groups.get(group) {
+            if g.candidates.is_empty() && g.current.is_none() {
+                self.groups.remove(group);
+            }
+        }
+    }
+}
+
+/// One undo step; a failed run replays the journal backwards.
+pub enum Undo {
+    Shown(usize, Row),
+    Hidden(usize, Row),
+    Count(usize, Row, i64),
+    Candidate(usize, Row, Ordered, i64),
+    Counted(usize, Row, Value, i64),
+    Current(usize, Row, Option<Value>),
+}
