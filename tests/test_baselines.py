@@ -11,8 +11,6 @@ from reopt.optimizer.workloads import SHAPES, TPCH, generated
 
 from .test_optimizer_search import delta_for
 
-pytestmark = pytest.mark.usefixtures("backend")
-
 PROCEDURAL = (TopDownOptimizer, BottomUpOptimizer, IncrementalTopDownOptimizer)
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from reopt.datalog import Engine, Program
+from reopt.datalog import DeltaError, Engine, EvaluationError, Program
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, needs_backend
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -171,12 +171,33 @@ def test_update_reports_weight_change_in_shortest_paths():
     assert engine.rows("dist") == {(1, 0), (2, 5.0), (3, 6.0)}
 
 
-def test_values_may_be_tuples_and_frozensets():
+def test_python_backend_values_may_be_tuples_and_frozensets(backend):
+    if backend != "python":
+        pytest.skip("the Python backend holds any hashable value; the native one is tested below")
     engine = engine_for(".input e(x).\n.function parts(x) -> (p).\np(x, q) :- e(x), parts(x, q).",
                         {"parts": lambda s: [(frozenset([v]),) for v in s]})
     engine.insert("e", [(frozenset({1, 2}),)])
     engine.run()
     assert engine.rows("p") == {(frozenset({1, 2}), frozenset({1})), (frozenset({1, 2}), frozenset({2}))}
+
+
+@pytest.mark.parametrize("value", [frozenset({1}), (1, 2), 2**70, None])
+def test_native_backend_refuses_values_it_cannot_hold_and_names_them(value):
+    needs_backend("native")
+    engine = Engine(Program.parse(".input e(x).\np(x) :- e(x).", "t.dl"), backend="native")
+    with pytest.raises(DeltaError, match="native backend"):
+        engine.insert("e", [(value,)])
+    assert not engine.has_pending
+
+
+def test_native_backend_refuses_a_function_result_it_cannot_hold():
+    needs_backend("native")
+    program = Program.parse(".input e(x).\n.function parts(x) -> (p).\np(x, q) :- e(x), parts(x, q).", "f.dl")
+    engine = Engine(program, {"parts": lambda x: [((x, x),)]}, backend="native")
+    engine.insert("e", [(1,)])
+    with pytest.raises(EvaluationError, match="parts.*native backend holds"):
+        engine.run()
+    assert engine.rows("p") == set() and engine.has_pending
 
 
 def test_touched_counts_distinct_groups_of_an_aggregate():

@@ -77,9 +77,16 @@ def test_reoptimize_equals_full_reoptimization_after_every_delta(shape, n, seed,
         assert_equals_full(optimizer, plan)
 
 
-@pytest.fixture(scope="module")
-def q5_optimizer():
-    return reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1))
+@pytest.fixture
+def q5_optimizer(backend):
+    """One optimizer per backend, re-optimized across all examples of the property below."""
+    key = ("q5", backend)
+    if key not in _SHARED:
+        _SHARED[key] = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1))
+    return _SHARED[key]
+
+
+_SHARED: dict = {}
 
 
 @given(st.data())

@@ -18,8 +18,6 @@ from reopt.optimizer.workloads import TPCH, generated
 from .conftest import native_only
 from .test_optimizer_search import delta_for
 
-pytestmark = pytest.mark.usefixtures("backend")
-
 NONE = reopt.OptimizerConfig.setting("none")
 SLACK = 1e-9  # the bound's allowance for rounding, as in rules/optimizer.dl
 
@@ -122,6 +120,7 @@ TestPruningMachineNative = native_only(NativePruningMachine.TestCase)
 TestPruningMachineNative.settings = MACHINE_SETTINGS
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("name", ["Q5", "Q10", "Q8Join"])
 def test_all_pruning_keeps_only_optimal_plans_and_the_entries_they_use(name):
     optimizer = reopt.Optimizer.from_sql(TPCH[name], reopt.Catalog.tpch(1))
@@ -138,6 +137,7 @@ def test_all_pruning_keeps_only_optimal_plans_and_the_entries_they_use(name):
     assert metrics.alternatives_pruned_ratio > 0.5
 
 
+@pytest.mark.usefixtures("backend")
 def test_without_pruning_the_whole_space_is_held():
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1), NONE)
     optimizer.optimize()
@@ -146,6 +146,7 @@ def test_without_pruning_the_whole_space_is_held():
     assert metrics.alternatives_remembered == 0
 
 
+@pytest.mark.usefixtures("backend")
 def test_aggregate_selection_alone_prunes_alternatives_but_keeps_every_entry():
     catalog = reopt.Catalog.tpch(1)
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, reopt.OptimizerConfig.setting("aggsel"))
@@ -159,6 +160,7 @@ def test_aggregate_selection_alone_prunes_alternatives_but_keeps_every_entry():
     assert metrics.alternatives_remembered == everything.metrics().alternatives_costed > metrics.alternatives_costed
 
 
+@pytest.mark.usefixtures("backend")
 @settings(max_examples=30)
 @given(st.data())
 def test_the_order_of_deltas_within_a_batch_does_not_matter(data):
@@ -179,6 +181,7 @@ def test_the_order_of_deltas_within_a_batch_does_not_matter(data):
         assert first.engine.rows(relation) == second.engine.rows(relation), relation
 
 
+@pytest.mark.usefixtures("backend")
 def test_an_unknown_pruning_setting_is_named_in_the_error():
     with pytest.raises(reopt.OptimizerError, match="unknown pruning setting 'fast'.*aggsel\\+refcount"):
         reopt.OptimizerConfig.setting("fast")

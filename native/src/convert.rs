@@ -13,9 +13,10 @@ pub fn value_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<V
         return Ok(Value::Bool(b.is_true()));
     }
     if obj.is_instance_of::<PyInt>() {
-        return obj.extract::<i64>().map(Value::Int).map_err(|_| {
-            "an integer that does not fit in 64 bits (the native backend's integers)".to_string()
-        });
+        return obj
+            .extract::<i64>()
+            .map(Value::Int)
+            .map_err(|_| "an integer that does not fit in 64 bits (the native backend's integers)".to_string());
     }
     if let Ok(f) = obj.downcast::<PyFloat>() {
         let v = f.value();
@@ -25,19 +26,11 @@ pub fn value_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<V
         return Ok(Value::Float(v));
     }
     if let Ok(s) = obj.downcast::<PyString>() {
-        let text = s
-            .to_str()
-            .map_err(|_| "a string that is not valid Unicode".to_string())?;
+        let text = s.to_str().map_err(|_| "a string that is not valid Unicode".to_string())?;
         return Ok(Value::Str(strings.intern(text)));
     }
-    let type_name = obj
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_string());
-    Err(format!(
-        "a value of type '{type_name}' (the native backend holds ints, floats, strings and bools)"
-    ))
+    let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".to_string());
+    Err(format!("a value of type '{type_name}' (the native backend holds ints, floats, strings and bools)"))
 }
 
 pub fn row_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<Row, String> {
@@ -56,12 +49,7 @@ pub struct PyStrings {
 }
 
 impl PyStrings {
-    pub fn to_py<'py>(
-        &mut self,
-        py: Python<'py>,
-        v: Value,
-        strings: &Interner,
-    ) -> Bound<'py, PyAny> {
+    pub fn object<'py>(&mut self, py: Python<'py>, v: Value, strings: &Interner) -> Bound<'py, PyAny> {
         match v {
             Value::Int(i) => i.into_pyobject(py).expect("an i64 converts").into_any(),
             Value::Float(f) => PyFloat::new(py, f).into_any(),
@@ -83,14 +71,8 @@ impl PyStrings {
         }
     }
 
-    pub fn row<'py>(
-        &mut self,
-        py: Python<'py>,
-        row: &[Value],
-        strings: &Interner,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let items: Vec<Bound<'py, PyAny>> =
-            row.iter().map(|&v| self.to_py(py, v, strings)).collect();
+    pub fn row<'py>(&mut self, py: Python<'py>, row: &[Value], strings: &Interner) -> PyResult<Bound<'py, PyTuple>> {
+        let items: Vec<Bound<'py, PyAny>> = row.iter().map(|&v| self.object(py, v, strings)).collect();
         PyTuple::new(py, items)
     }
 }
@@ -119,10 +101,7 @@ pub fn repr(v: Value, strings: &Interner) -> String {
                 "False".into()
             }
         }
-        Value::Str(id) => format!(
-            "'{}'",
-            strings.get(id).replace('\\', "\\\\").replace('\'', "\\'")
-        ),
+        Value::Str(id) => format!("'{}'", strings.get(id).replace('\\', "\\\\").replace('\'', "\\'")),
     }
 }
 

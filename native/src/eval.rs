@@ -36,6 +36,10 @@ impl Change {
 }
 
 type Changes = FxHashMap<usize, Change>;
+/// Count changes of base relations: (relation, [(row, change)]).
+pub type Pending = Vec<(usize, Vec<(Row, i64)>)>;
+type Outputs = FxHashMap<usize, Out>;
+type KeyIndex = FxHashMap<Box<[Value]>, Vec<Row>>;
 
 /// Derivation-count changes of one head relation in one round.
 #[derive(Default)]
@@ -52,15 +56,8 @@ impl Out {
 
 /// Why a run failed; the state is rolled back before it reaches Python.
 pub enum Failure {
-    Rule {
-        rule: usize,
-        kind: String,
-        message: String,
-    },
-    RulePython {
-        rule: usize,
-        error: PyErr,
-    },
+    Rule { rule: usize, kind: String, message: String },
+    RulePython { rule: usize, error: PyErr },
     Evaluation(String),
 }
 
@@ -111,19 +108,10 @@ impl Engine {
         max_passes: u64,
     ) -> Self {
         let n = rels.len();
-        let relations = rels
-            .iter()
-            .map(|r| Relation::new(r.arity, &r.patterns))
-            .collect();
+        let relations = rels.iter().map(|r| Relation::new(r.arity, &r.patterns)).collect();
         let aggregates = rels
             .iter()
-            .map(|r| {
-                r.aggregate.map(|(func, position)| Aggregate {
-                    func,
-                    position,
-                    groups: FxHashMap::default(),
-                })
-            })
+            .map(|r| r.aggregate.map(|(func, position)| Aggregate { func, position, groups: FxHashMap::default() }))
             .collect();
         Engine {
             rels,
@@ -154,31 +142,21 @@ impl Engine {
 
     pub fn candidate_count(agg: &Aggregate, group: &Row, value: Value, strings: &Interner) -> i64 {
         match agg.groups.get(group).map(|g| &g.candidates) {
-            Some(Candidates::Ordered(m)) => {
-                m.get(&Ordered::new(value, strings)).copied().unwrap_or(0)
-            }
+            Some(Candidates::Ordered(m)) => m.get(&Ordered::new(value, strings)).copied().unwrap_or(0),
             Some(Candidates::Counted(m)) => m.get(&value).copied().unwrap_or(0),
             None => 0,
         }
     }
 
     pub fn state_size(&self) -> u64 {
-        let mut size: u64 = self
-            .relations
-            .iter()
-            .map(|r| (r.rows.len() * r.arity.max(1)) as u64)
-            .sum();
+        let mut size: u64 = self.relations.iter().map(|r| (r.rows.len() * r.arity.max(1)) as u64).sum();
         for (rel, counts) in self.counts.iter().enumerate() {
             if self.aggregates[rel].is_none() {
                 size += 2 * counts.len() as u64;
             }
         }
         for agg in self.aggregates.iter().flatten() {
-            size += agg
-                .groups
-                .values()
-                .map(|g| 2 * g.candidates.len() as u64)
-                .sum::<u64>();
+            size += agg.groups.values().map(|g| 2 * g.candidates.len() as u64).sum::<u64>();
         }
         size
     }
@@ -187,12 +165,7 @@ impl Engine {
 
     /// Propagate count changes of base relations to the fixpoint; the ids of relations that
     /// changed. On failure, or a panic inside, the state is exactly as before.
-    pub fn run(
-        &mut self,
-        py: Python<'_>,
-        pending: Vec<(usize, Vec<(Row, i64)>)>,
-        seeding: bool,
-    ) -> Result<Vec<usize>, Failure> {
+    pub fn run(&mut self, py: Python<'_>, pending: Pending, seeding: bool) -> Result<Vec<usize>, Failure> {
         let mut journal: Vec<Undo> = Vec::new();
         for counters in &mut self.stats_now {
             *counters = [0; 5];
@@ -200,16 +173,14 @@ impl Engine {
         for set in &mut self.touched {
             set.clear();
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            self.passes(py, pending, seeding, &mut journal)
-        }));
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, &mut journal)));
         let failure = match outcome {
             Ok(Ok(changes)) => {
                 std::mem::swap(&mut self.last_touched, &mut self.touched);
                 for (rel, counters) in self.stats_now.iter().enumerate() {
                     self.stats_last[rel] = *counters;
-                    for k in 0..5 {
-                        self.stats_total[rel][k] += counters[k];
+                    for (total, now) in self.stats_total[rel].iter_mut().zip(counters) {
+                        *total += now;
                     }
                 }
                 let mut changed: Vec<usize> = changes.keys().copied().collect();
@@ -225,9 +196,7 @@ impl Engine {
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "unknown panic".to_string());
-                Failure::Evaluation(format!(
-                    "internal error in the native core (state rolled back): {what}"
-                ))
+                Failure::Evaluation(format!("internal error in the native core (state rolled back): {what}"))
             }
         };
         self.rollback(journal);
@@ -249,10 +218,7 @@ impl Engine {
                 Undo::Candidate(rel, group, key, old) => {
                     let agg = self.aggregates[rel].as_mut().expect("aggregate");
                     let empty = agg.empty_candidates();
-                    let g = agg.groups.entry(group.clone()).or_insert(Group {
-                        candidates: empty,
-                        current: None,
-                    });
+                    let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
                     if let Candidates::Ordered(m) = &mut g.candidates {
                         if old != 0 {
                             m.insert(key, old);
@@ -265,10 +231,7 @@ impl Engine {
                 Undo::Counted(rel, group, value, old) => {
                     let agg = self.aggregates[rel].as_mut().expect("aggregate");
                     let empty = agg.empty_candidates();
-                    let g = agg.groups.entry(group.clone()).or_insert(Group {
-                        candidates: empty,
-                        current: None,
-                    });
+                    let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
                     if let Candidates::Counted(m) = &mut g.candidates {
                         if old != 0 {
                             m.insert(value, old);
@@ -281,13 +244,7 @@ impl Engine {
                 Undo::Current(rel, group, old) => {
                     let agg = self.aggregates[rel].as_mut().expect("aggregate");
                     let empty = agg.empty_candidates();
-                    agg.groups
-                        .entry(group.clone())
-                        .or_insert(Group {
-                            candidates: empty,
-                            current: None,
-                        })
-                        .current = old;
+                    agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None }).current = old;
                     agg.tidy(&group);
                 }
             }
@@ -297,7 +254,7 @@ impl Engine {
     fn passes(
         &mut self,
         py: Python<'_>,
-        pending: Vec<(usize, Vec<(Row, i64)>)>,
+        pending: Pending,
         seeding: bool,
         journal: &mut Vec<Undo>,
     ) -> Result<Changes, Failure> {
@@ -307,10 +264,7 @@ impl Engine {
         while !memo.is_empty() {
             passes += 1;
             if passes > self.max_passes {
-                let mut names: Vec<&str> = memo
-                    .iter()
-                    .map(|(rel, _)| self.rels[*rel].name.as_str())
-                    .collect();
+                let mut names: Vec<&str> = memo.iter().map(|(rel, _)| self.rels[*rel].name.as_str()).collect();
                 names.sort_unstable();
                 return Err(Failure::Evaluation(format!(
                     "memos {} still changed after {} passes; the pruning they drive does not converge",
@@ -326,7 +280,7 @@ impl Engine {
     }
 
     /// Count changes that make each memo hold the rows its source showed in the last pass.
-    fn memo_deltas(&mut self, changes: &Changes) -> Result<Vec<(usize, Vec<(Row, i64)>)>, Failure> {
+    fn memo_deltas(&mut self, changes: &Changes) -> Result<Pending, Failure> {
         let mut deltas = Vec::new();
         for memo in 0..self.rels.len() {
             let Some(source) = self.rels[memo].memo_of else {
@@ -355,10 +309,7 @@ impl Engine {
                         repr_row(key, &self.strings)
                     )));
                 }
-                let stored = self.relations[memo]
-                    .get(index, key)
-                    .map(Bucket::rows)
-                    .unwrap_or_default();
+                let stored = self.relations[memo].get(index, key).map(Bucket::rows).unwrap_or_default();
                 if stored.contains(row) {
                     continue;
                 }
@@ -377,7 +328,7 @@ impl Engine {
     fn evaluate(
         &mut self,
         py: Python<'_>,
-        pending: Vec<(usize, Vec<(Row, i64)>)>,
+        pending: Pending,
         journal: &mut Vec<Undo>,
         seeding: bool,
     ) -> Result<Changes, Failure> {
@@ -408,11 +359,8 @@ impl Engine {
         }
         for s in 0..self.strata.len() {
             let stratum = &self.strata[s];
-            let incoming: Changes = stratum
-                .inputs
-                .iter()
-                .filter_map(|r| changes.get(r).map(|c| (*r, c.clone())))
-                .collect();
+            let incoming: Changes =
+                stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();
             let seed = seeding && stratum.rules.iter().any(|r| r.seed.is_some());
             if incoming.is_empty() && !seed {
                 continue;
@@ -429,11 +377,7 @@ impl Engine {
     }
 
     fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Vec<Undo>) {
-        let old = if value != 0 {
-            self.counts[rel].insert(row.clone(), value)
-        } else {
-            self.counts[rel].remove(&row)
-        };
+        let old = if value != 0 { self.counts[rel].insert(row.clone(), value) } else { self.counts[rel].remove(&row) };
         journal.push(Undo::Count(rel, row, old.unwrap_or(0)));
     }
 
@@ -447,10 +391,7 @@ impl Engine {
     ) -> Result<(), Failure> {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
         let empty = agg.empty_candidates();
-        let g = agg.groups.entry(group.clone()).or_insert(Group {
-            candidates: empty,
-            current: None,
-        });
+        let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
         match &mut g.candidates {
             Candidates::Ordered(m) => {
                 let key = Ordered::new(value, &self.strings);
@@ -504,9 +445,9 @@ impl Engine {
             (Candidates::Ordered(m), _) => Ok(m.keys().next_back().map(Ordered::value)),
             (Candidates::Counted(m), _) if m.is_empty() => Ok(None),
             (Candidates::Counted(m), AggFunc::Count) => Ok(Some(Value::Int(m.values().sum()))),
-            (Candidates::Counted(m), _) => sum_of(m).map(Some).map_err(|e| {
-                Failure::Evaluation(format!("evaluation failed: {}: {}", e.kind, e.message))
-            }),
+            (Candidates::Counted(m), _) => sum_of(m)
+                .map(Some)
+                .map_err(|e| Failure::Evaluation(format!("evaluation failed: {}: {}", e.kind, e.message))),
         }
     }
 
@@ -514,10 +455,7 @@ impl Engine {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
         let row = agg.row(group, value);
         let empty = agg.empty_candidates();
-        let g = agg.groups.entry(group.clone()).or_insert(Group {
-            candidates: empty,
-            current: None,
-        });
+        let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
         let old = g.current.replace(value);
         journal.push(Undo::Current(rel, group.clone(), old));
         self.relations[rel].add(row.clone());
@@ -540,10 +478,7 @@ impl Engine {
     }
 
     fn current(&self, rel: usize, group: &Row) -> Option<Value> {
-        self.aggregates[rel]
-            .as_ref()
-            .and_then(|a| a.groups.get(group))
-            .and_then(|g| g.current)
+        self.aggregates[rel].as_ref().and_then(|a| a.groups.get(group)).and_then(|g| g.current)
     }
 }
 
@@ -568,23 +503,14 @@ fn sum_of(m: &FxHashMap<Value, i64>) -> Result<Value, ValueError> {
             _ => return Err(type_error_sum(*v)),
         };
         total = term.and_then(|t| total.checked_add(t)).ok_or_else(|| {
-            ValueError::new(
-                "OverflowError",
-                "sum does not fit in 64 bits (the native backend's integers)",
-            )
+            ValueError::new("OverflowError", "sum does not fit in 64 bits (the native backend's integers)")
         })?;
     }
     Ok(Value::Int(total))
 }
 
 fn type_error_sum(v: Value) -> ValueError {
-    ValueError::new(
-        "TypeError",
-        format!(
-            "unsupported operand type(s) for +: 'int' and '{}'",
-            v.type_name()
-        ),
-    )
+    ValueError::new("TypeError", format!("unsupported operand type(s) for +: 'int' and '{}'", v.type_name()))
 }
 
 /// Fold a later pass's visibility changes into `changes`, so that it stays the net change.
@@ -615,13 +541,7 @@ struct StratumRun {
 
 impl StratumRun {
     fn new(stratum: usize, relations: &[usize]) -> Self {
-        StratumRun {
-            stratum,
-            original: relations
-                .iter()
-                .map(|r| (*r, FxHashMap::default()))
-                .collect(),
-        }
+        StratumRun { stratum, original: relations.iter().map(|r| (*r, FxHashMap::default())).collect() }
     }
 
     fn counting(
@@ -634,11 +554,7 @@ impl StratumRun {
         journal: &mut Vec<Undo>,
     ) -> Result<(), Failure> {
         let mut changes = incoming;
-        let mut extra = if seeding {
-            Some(self.seed_outputs(e, py)?)
-        } else {
-            None
-        };
+        let mut extra = if seeding { Some(self.seed_outputs(e, py)?) } else { None };
         let mut rounds: u64 = 0;
         let none = FxHashMap::default();
         while !changes.is_empty() || extra.is_some() {
@@ -658,11 +574,8 @@ impl StratumRun {
             self.show(e, &changes, journal);
             rounds += 1;
             if rounds > e.max_rounds {
-                let mut names: Vec<&str> = e.strata[self.stratum]
-                    .relations
-                    .iter()
-                    .map(|r| e.rels[*r].name.as_str())
-                    .collect();
+                let mut names: Vec<&str> =
+                    e.strata[self.stratum].relations.iter().map(|r| e.rels[*r].name.as_str()).collect();
                 names.sort_unstable();
                 return Err(Failure::Evaluation(format!(
                     "no fixpoint after {} rounds for {}; is the recursion well-founded?",
@@ -686,34 +599,17 @@ impl StratumRun {
         let mut insertions: Changes = FxHashMap::default();
         for (rel, change) in incoming {
             if !change.minus.is_empty() {
-                deletions.insert(
-                    rel,
-                    Change {
-                        plus: FxHashSet::default(),
-                        minus: change.minus,
-                    },
-                );
+                deletions.insert(rel, Change { plus: FxHashSet::default(), minus: change.minus });
             }
             if !change.plus.is_empty() {
-                insertions.insert(
-                    rel,
-                    Change {
-                        plus: change.plus,
-                        minus: FxHashSet::default(),
-                    },
-                );
+                insertions.insert(rel, Change { plus: change.plus, minus: FxHashSet::default() });
             }
         }
         if !deletions.is_empty() {
-            let hidden: FxHashMap<usize, FxHashSet<Row>> = insertions
-                .iter()
-                .map(|(r, c)| (*r, c.plus.clone()))
-                .collect();
-            let mut overdeleted: FxHashMap<usize, FxHashSet<Row>> = e.strata[self.stratum]
-                .relations
-                .iter()
-                .map(|r| (*r, FxHashSet::default()))
-                .collect();
+            let hidden: FxHashMap<usize, FxHashSet<Row>> =
+                insertions.iter().map(|(r, c)| (*r, c.plus.clone())).collect();
+            let mut overdeleted: FxHashMap<usize, FxHashSet<Row>> =
+                e.strata[self.stratum].relations.iter().map(|r| (*r, FxHashSet::default())).collect();
             let mut changes = deletions;
             while !changes.is_empty() {
                 let outputs = self.round(e, py, &changes, &hidden)?;
@@ -735,21 +631,11 @@ impl StratumRun {
         py: Python<'_>,
         changes: &Changes,
         hidden: &FxHashMap<usize, FxHashSet<Row>>,
-    ) -> Result<FxHashMap<usize, Out>, Failure> {
-        let mut outputs: FxHashMap<usize, Out> = FxHashMap::default();
-        let Engine {
-            rels: _,
-            relations,
-            strata,
-            functions,
-            strings,
-            pystrings,
-            stats_now,
-            ..
-        } = e;
+    ) -> Result<Outputs, Failure> {
+        let mut outputs: Outputs = FxHashMap::default();
+        let Engine { rels: _, relations, strata, functions, strings, pystrings, stats_now, .. } = e;
         let stratum = &strata[self.stratum];
-        let mut show_indexes: FxHashMap<(usize, usize), FxHashMap<Box<[Value]>, Vec<Row>>> =
-            FxHashMap::default();
+        let mut show_indexes: FxHashMap<(usize, usize), KeyIndex> = FxHashMap::default();
         for rule in &stratum.rules {
             for plan in &rule.plans {
                 let delta_rel = plan.delta.expect("delta plan");
@@ -766,8 +652,7 @@ impl StratumRun {
                             if !c.minus.is_empty() {
                                 let positions = &relations[rel].indexes[*index].positions;
                                 show_indexes.entry((rel, *index)).or_insert_with(|| {
-                                    let mut m: FxHashMap<Box<[Value]>, Vec<Row>> =
-                                        FxHashMap::default();
+                                    let mut m: FxHashMap<Box<[Value]>, Vec<Row>> = FxHashMap::default();
                                     for row in &c.minus {
                                         m.entry(positions.iter().map(|&p| row[p]).collect())
                                             .or_default()
@@ -786,9 +671,7 @@ impl StratumRun {
                     .map(|(i, &(rel, old))| {
                         let change = if old { changes.get(&rel) } else { None };
                         let show_index = plan.steps.iter().find_map(|s| match s {
-                            Step::Lookup { view, index, .. } if old && *view == i => {
-                                show_indexes.get(&(rel, *index))
-                            }
+                            Step::Lookup { view, index, .. } if old && *view == i => show_indexes.get(&(rel, *index)),
                             _ => None,
                         });
                         View {
@@ -801,19 +684,8 @@ impl StratumRun {
                     })
                     .collect();
                 let out = outputs.entry(rule.head).or_default();
-                let exec = Exec {
-                    plan,
-                    views,
-                    functions,
-                    py,
-                };
-                let mut state = ExecState {
-                    strings,
-                    pystrings,
-                    out,
-                    fired: 0,
-                    regs: vec![Value::Int(0); plan.slots],
-                };
+                let exec = Exec { plan, views, functions, py };
+                let mut state = ExecState { strings, pystrings, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
                 let Step::Delta { negated, pattern } = &plan.steps[0] else {
                     unreachable!("a delta plan starts with its delta")
                 };
@@ -836,39 +708,17 @@ impl StratumRun {
         Ok(outputs)
     }
 
-    fn seed_outputs(
-        &self,
-        e: &mut Engine,
-        py: Python<'_>,
-    ) -> Result<FxHashMap<usize, Out>, Failure> {
-        let mut outputs: FxHashMap<usize, Out> = FxHashMap::default();
-        let Engine {
-            strata,
-            functions,
-            strings,
-            pystrings,
-            stats_now,
-            ..
-        } = e;
+    fn seed_outputs(&self, e: &mut Engine, py: Python<'_>) -> Result<Outputs, Failure> {
+        let mut outputs: Outputs = FxHashMap::default();
+        let Engine { strata, functions, strings, pystrings, stats_now, .. } = e;
         for &rel in &strata[self.stratum].relations {
             outputs.entry(rel).or_default();
         }
         for rule in &strata[self.stratum].rules {
             let Some(plan) = &rule.seed else { continue };
             let out = outputs.entry(rule.head).or_default();
-            let exec = Exec {
-                plan,
-                views: Vec::new(),
-                functions,
-                py,
-            };
-            let mut state = ExecState {
-                strings,
-                pystrings,
-                out,
-                fired: 0,
-                regs: vec![Value::Int(0); plan.slots],
-            };
+            let exec = Exec { plan, views: Vec::new(), functions, py };
+            let mut state = ExecState { strings, pystrings, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
             let result = exec.step(0, 1, &mut state);
             stats_now[rule.head][FIRED] += state.fired;
             result.map_err(|err| rule_failure(rule.id, err))?;
@@ -880,7 +730,7 @@ impl StratumRun {
     fn settle(
         &mut self,
         e: &mut Engine,
-        outputs: FxHashMap<usize, Out>,
+        outputs: Outputs,
         monotone: bool,
         journal: &mut Vec<Undo>,
     ) -> Result<Changes, Failure> {
@@ -943,13 +793,9 @@ impl StratumRun {
                         let improves = match best {
                             None => false,
                             Some(b) => {
-                                let order =
-                                    compare(b, current, "<", &e.strings).map_err(|err| {
-                                        Failure::Evaluation(format!(
-                                            "evaluation failed: {}: {}",
-                                            err.kind, err.message
-                                        ))
-                                    })?;
+                                let order = compare(b, current, "<", &e.strings).map_err(|err| {
+                                    Failure::Evaluation(format!("evaluation failed: {}: {}", err.kind, err.message))
+                                })?;
                                 if agg.func == AggFunc::Min {
                                     order == Ordering::Less
                                 } else {
@@ -958,9 +804,8 @@ impl StratumRun {
                             }
                         };
                         if !improves {
-                            let shown = best
-                                .map(|b| crate::convert::repr(b, &e.strings))
-                                .unwrap_or_else(|| "None".into());
+                            let shown =
+                                best.map(|b| crate::convert::repr(b, &e.strings)).unwrap_or_else(|| "None".into());
                             return Err(Failure::Evaluation(format!(
                                 "aggregate '{}' group {} went from {} to {} while insertions were propagated; recursion \
                                  through min/max needs inputs that only improve it (for example positive weights)",
@@ -1020,11 +865,7 @@ impl StratumRun {
         let mut changes: Changes = FxHashMap::default();
         for (rel, original) in self.original {
             let touched = match &e.aggregates[rel] {
-                Some(agg) => original
-                    .keys()
-                    .map(|r| agg.split(r).0)
-                    .collect::<FxHashSet<Row>>()
-                    .len(),
+                Some(agg) => original.keys().map(|r| agg.split(r).0).collect::<FxHashSet<Row>>().len(),
                 None => original.len(),
             };
             e.stats_now[rel][TOUCHED] += touched as u64;
@@ -1050,7 +891,7 @@ impl StratumRun {
 /// Apply lost derivations; every row that lost one is deleted for now (DRed's first phase).
 fn overdelete(
     e: &mut Engine,
-    outputs: FxHashMap<usize, Out>,
+    outputs: Outputs,
     overdeleted: &mut FxHashMap<usize, FxHashSet<Row>>,
     journal: &mut Vec<Undo>,
 ) -> Result<Changes, Failure> {
@@ -1082,33 +923,19 @@ fn overdelete(
                 let gone = overdeleted.entry(rel).or_default();
                 if delta < 0 && e.current(rel, &group) == Some(value) && !gone.contains(&group) {
                     gone.insert(group.clone());
-                    minus.insert(
-                        e.aggregates[rel]
-                            .as_ref()
-                            .expect("aggregate")
-                            .row(&group, value),
-                    );
+                    minus.insert(e.aggregates[rel].as_ref().expect("aggregate").row(&group, value));
                 }
             }
         }
         if !minus.is_empty() {
-            changes.insert(
-                rel,
-                Change {
-                    plus: FxHashSet::default(),
-                    minus,
-                },
-            );
+            changes.insert(rel, Change { plus: FxHashSet::default(), minus });
         }
     }
     Ok(changes)
 }
 
 /// Rows deleted for now that still have a derivation from what remains (DRed's second phase).
-fn rederive(
-    e: &Engine,
-    overdeleted: &FxHashMap<usize, FxHashSet<Row>>,
-) -> Result<Changes, Failure> {
+fn rederive(e: &Engine, overdeleted: &FxHashMap<usize, FxHashSet<Row>>) -> Result<Changes, Failure> {
     let mut rederived: Changes = FxHashMap::default();
     for (&rel, gone) in overdeleted {
         let mut plus: FxHashSet<Row> = FxHashSet::default();
@@ -1129,13 +956,7 @@ fn rederive(
             }
         }
         if !plus.is_empty() {
-            rederived.insert(
-                rel,
-                Change {
-                    plus,
-                    minus: FxHashSet::default(),
-                },
-            );
+            rederived.insert(rel, Change { plus, minus: FxHashSet::default() });
         }
     }
     Ok(rederived)
@@ -1143,11 +964,7 @@ fn rederive(
 
 fn rule_failure(rule: usize, err: ExecError) -> Failure {
     match err {
-        ExecError::Value(v) => Failure::Rule {
-            rule,
-            kind: v.kind.to_string(),
-            message: v.message,
-        },
+        ExecError::Value(v) => Failure::Rule { rule, kind: v.kind.to_string(), message: v.message },
         ExecError::Python(error) => Failure::RulePython { rule, error },
     }
 }
@@ -1159,18 +976,16 @@ struct View<'a> {
     hidden: Option<&'a FxHashSet<Row>>,
     entering: Option<&'a FxHashSet<Row>>,
     leaving: Option<&'a FxHashSet<Row>>,
-    leaving_index: Option<&'a FxHashMap<Box<[Value]>, Vec<Row>>>,
+    leaving_index: Option<&'a KeyIndex>,
 }
 
 impl View<'_> {
     fn excluded(&self, row: &[Value]) -> bool {
-        self.hidden.is_some_and(|h| h.contains(row))
-            || self.entering.is_some_and(|h| h.contains(row))
+        self.hidden.is_some_and(|h| h.contains(row)) || self.entering.is_some_and(|h| h.contains(row))
     }
 
     fn has(&self, row: &[Value]) -> bool {
-        (self.rel.rows.contains(row) && !self.excluded(row))
-            || self.leaving.is_some_and(|s| s.contains(row))
+        (self.rel.rows.contains(row) && !self.excluded(row)) || self.leaving.is_some_and(|s| s.contains(row))
     }
 }
 
@@ -1275,22 +1090,13 @@ impl Exec<'_, '_> {
                 st.regs[*slot] = self.top(expr, st)?;
                 self.step(i + 1, sign, st)?;
             }
-            Step::Has {
-                view,
-                args,
-                negated,
-            } => {
+            Step::Has { view, args, negated } => {
                 let row = self.values(args, st)?;
                 if self.views[*view].has(&row) != *negated {
                     self.step(i + 1, sign, st)?;
                 }
             }
-            Step::Lookup {
-                view,
-                index,
-                key,
-                pattern,
-            } => {
+            Step::Lookup { view, index, key, pattern } => {
                 let key = self.values(key, st)?;
                 let v = &self.views[*view];
                 if let Some(bucket) = v.rel.get(*index, &key) {
@@ -1330,11 +1136,7 @@ impl Exec<'_, '_> {
                     }
                 }
             }
-            Step::Call {
-                function,
-                inputs,
-                pattern,
-            } => {
+            Step::Call { function, inputs, pattern } => {
                 let args = self.values(inputs, st)?;
                 for row in self.call(*function, &args, st)? {
                     self.matched(pattern, &row, i, sign, st)?;
@@ -1357,40 +1159,19 @@ impl Exec<'_, '_> {
         Ok(())
     }
 
-    fn call(
-        &self,
-        function: usize,
-        args: &[Value],
-        st: &mut ExecState,
-    ) -> Result<Vec<Vec<Value>>, ExecError> {
+    fn call(&self, function: usize, args: &[Value], st: &mut ExecState) -> Result<Vec<Vec<Value>>, ExecError> {
         let f = &self.functions[function];
         let py = self.py;
-        let items: Vec<Bound<'_, PyAny>> = args
-            .iter()
-            .map(|&v| st.pystrings.to_py(py, v, st.strings))
-            .collect();
+        let items: Vec<Bound<'_, PyAny>> = args.iter().map(|&v| st.pystrings.object(py, v, st.strings)).collect();
         let tuple = PyTuple::new(py, items).map_err(ExecError::Python)?;
-        let result = f
-            .callable
-            .bind(py)
-            .call1(tuple)
-            .map_err(ExecError::Python)?;
+        let result = f.callable.bind(py).call1(tuple).map_err(ExecError::Python)?;
         if f.outputs == 0 {
             if let Ok(b) = result.downcast::<PyBool>() {
-                return Ok(if b.is_true() {
-                    vec![Vec::new()]
-                } else {
-                    Vec::new()
-                });
+                return Ok(if b.is_true() { vec![Vec::new()] } else { Vec::new() });
             }
         }
         if result.is_none() {
-            return Err(self.bad_result(
-                function,
-                args,
-                st,
-                "returned None; return an iterable of rows".into(),
-            ));
+            return Err(self.bad_result(function, args, st, "returned None; return an iterable of rows".into()));
         }
         let mut rows = Vec::new();
         if let Ok(list) = result.downcast::<PyList>() {
@@ -1421,9 +1202,7 @@ impl Exec<'_, '_> {
         } else {
             Vec::new()
         };
-        if values.len() != outputs
-            || !(item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>())
-        {
+        if values.len() != outputs || !(item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>()) {
             let shown = item.repr().map(|r| r.to_string()).unwrap_or_default();
             let message = format!("produced {shown}; each row must be a tuple of {outputs} values");
             return Err(self.bad_result(function, args, st, message));
@@ -1432,21 +1211,13 @@ impl Exec<'_, '_> {
         for v in &values {
             match value_from_py(v, st.strings) {
                 Ok(value) => row.push(value),
-                Err(what) => {
-                    return Err(self.bad_result(function, args, st, format!("produced {what}")))
-                }
+                Err(what) => return Err(self.bad_result(function, args, st, format!("produced {what}"))),
             }
         }
         Ok(row)
     }
 
-    fn bad_result(
-        &self,
-        function: usize,
-        args: &[Value],
-        st: &ExecState,
-        message: String,
-    ) -> ExecError {
+    fn bad_result(&self, function: usize, args: &[Value], st: &ExecState, message: String) -> ExecError {
         let name = &self.functions[function].name;
         ExecError::Value(ValueError::new(
             "EvaluationError",

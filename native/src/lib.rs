@@ -22,12 +22,10 @@ use program::{read_relation, Reader};
 use storage::Row;
 use value::Interner;
 
-create_exception!(
-    _native,
-    CoreError,
-    PyException,
-    "A run failed; args: (message,)."
-);
+/// Count changes as Python hands them over: (relation id, [(row, change)]).
+type PyPending<'py> = Vec<(usize, Vec<(Bound<'py, PyAny>, i64)>)>;
+
+create_exception!(_native, CoreError, PyException, "A run failed; args: (message,).");
 create_exception!(
     _native,
     RuleError,
@@ -44,22 +42,10 @@ struct Core {
 fn to_pyerr(py: Python<'_>, failure: Failure) -> PyErr {
     match failure {
         Failure::Evaluation(message) => CoreError::new_err((message,)),
-        Failure::Rule {
-            rule,
-            kind,
-            message,
-        } => RuleError::new_err((rule, kind, message, py.None())),
+        Failure::Rule { rule, kind, message } => RuleError::new_err((rule, kind, message, py.None())),
         Failure::RulePython { rule, error } => {
-            let kind = error
-                .get_type(py)
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default();
-            let message = error
-                .value(py)
-                .str()
-                .map(|s| s.to_string())
-                .unwrap_or_default();
+            let kind = error.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
+            let message = error.value(py).str().map(|s| s.to_string()).unwrap_or_default();
             RuleError::new_err((rule, kind, message, error.into_value(py)))
         }
     }
@@ -72,10 +58,7 @@ impl Core {
 
     fn rows_to_set<'py>(&mut self, py: Python<'py>, rows: Vec<Row>) -> PyResult<Bound<'py, PySet>> {
         let engine = &mut self.engine;
-        let tuples = rows
-            .iter()
-            .map(|r| engine.pystrings.row(py, r, &engine.strings))
-            .collect::<PyResult<Vec<_>>>()?;
+        let tuples = rows.iter().map(|r| engine.pystrings.row(py, r, &engine.strings)).collect::<PyResult<Vec<_>>>()?;
         PySet::new(py, tuples)
     }
 }
@@ -99,13 +82,8 @@ impl Core {
         }
         let mut strings = Interner::default();
         let patterns: Vec<Vec<Vec<usize>>> = rels.iter().map(|r| r.patterns.clone()).collect();
-        let index_of = move |rel: usize, positions: &[usize]| {
-            patterns.get(rel)?.iter().position(|p| p == positions)
-        };
-        let mut reader = Reader {
-            strings: &mut strings,
-            index_of: &index_of,
-        };
+        let index_of = move |rel: usize, positions: &[usize]| patterns.get(rel)?.iter().position(|p| p == positions);
+        let mut reader = Reader { strings: &mut strings, index_of: &index_of };
         let mut compiled = Vec::new();
         for item in strata.try_iter()? {
             compiled.push(reader.stratum(&item?)?);
@@ -114,24 +92,13 @@ impl Core {
             .into_iter()
             .zip(callables)
             .zip(outputs)
-            .map(|((name, callable), outputs)| Function {
-                name,
-                callable,
-                outputs,
-            })
+            .map(|((name, callable), outputs)| Function { name, callable, outputs })
             .collect();
-        Ok(Core {
-            engine: Engine::new(rels, compiled, functions, strings, max_rounds, max_passes),
-        })
+        Ok(Core { engine: Engine::new(rels, compiled, functions, strings, max_rounds, max_passes) })
     }
 
     /// Propagate `deltas` (relation id, [(row, count change)]); the ids of relations that changed.
-    fn run(
-        &mut self,
-        py: Python<'_>,
-        deltas: Vec<(usize, Vec<(Bound<'_, PyAny>, i64)>)>,
-        seeding: bool,
-    ) -> PyResult<Vec<usize>> {
+    fn run(&mut self, py: Python<'_>, deltas: PyPending<'_>, seeding: bool) -> PyResult<Vec<usize>> {
         let mut pending = Vec::with_capacity(deltas.len());
         for (rel, rows) in deltas {
             let mut converted = Vec::with_capacity(rows.len());
@@ -140,9 +107,7 @@ impl Core {
             }
             pending.push((rel, converted));
         }
-        self.engine
-            .run(py, pending, seeding)
-            .map_err(|f| to_pyerr(py, f))
+        self.engine.run(py, pending, seeding).map_err(|f| to_pyerr(py, f))
     }
 
     fn generation(&self) -> u64 {
@@ -150,16 +115,9 @@ impl Core {
     }
 
     /// The last run's net change of one relation: (rows made visible, rows made invisible).
-    fn changes<'py>(
-        &mut self,
-        py: Python<'py>,
-        rel: usize,
-    ) -> PyResult<(Bound<'py, PySet>, Bound<'py, PySet>)> {
+    fn changes<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<(Bound<'py, PySet>, Bound<'py, PySet>)> {
         let (plus, minus) = match self.engine.last_changes.get(&rel) {
-            Some(c) => (
-                c.plus.iter().cloned().collect(),
-                c.minus.iter().cloned().collect(),
-            ),
+            Some(c) => (c.plus.iter().cloned().collect(), c.minus.iter().cloned().collect()),
             None => (Vec::new(), Vec::new()),
         };
         Ok((self.rows_to_set(py, plus)?, self.rows_to_set(py, minus)?))
@@ -185,10 +143,7 @@ impl Core {
         let key = self.row(key)?;
         let relation = &mut self.engine.relations[rel];
         let index = relation.ensure_index(&positions);
-        let rows = relation
-            .get(index, &key)
-            .map(|b| b.rows())
-            .unwrap_or_default();
+        let rows = relation.get(index, &key).map(|b| b.rows()).unwrap_or_default();
         self.rows_to_set(py, rows)
     }
 
@@ -235,12 +190,12 @@ impl Core {
             match &g.candidates {
                 storage::Candidates::Ordered(m) => {
                     for (k, c) in m {
-                        dict.set_item(engine.pystrings.to_py(py, k.value(), &engine.strings), *c)?;
+                        dict.set_item(engine.pystrings.object(py, k.value(), &engine.strings), *c)?;
                     }
                 }
                 storage::Candidates::Counted(m) => {
                     for (v, c) in m {
-                        dict.set_item(engine.pystrings.to_py(py, *v, &engine.strings), *c)?;
+                        dict.set_item(engine.pystrings.object(py, *v, &engine.strings), *c)?;
                     }
                 }
             }
@@ -254,10 +209,7 @@ impl Core {
 
     /// Per relation (inserted, deleted, updated, fired, touched), for the last run and in total.
     fn stats(&self) -> (Vec<[u64; 5]>, Vec<[u64; 5]>) {
-        (
-            self.engine.stats_last.clone(),
-            self.engine.stats_total.clone(),
-        )
+        (self.engine.stats_last.clone(), self.engine.stats_total.clone())
     }
 }
 
@@ -267,9 +219,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Core>()?;
     m.add("CoreError", py.get_type::<CoreError>())?;
     m.add("RuleError", py.get_type::<RuleError>())?;
-    m.add(
-        "PanicException",
-        py.get_type::<pyo3::panic::PanicException>(),
-    )?;
+    m.add("PanicException", py.get_type::<pyo3::panic::PanicException>())?;
     Ok(())
 }

@@ -53,39 +53,13 @@ impl Cmp {
 }
 
 pub enum Step {
-    Delta {
-        negated: bool,
-        pattern: Vec<Pat>,
-    },
-    Test {
-        op: Cmp,
-        left: Expr,
-        right: Expr,
-    },
-    Assign {
-        slot: usize,
-        expr: Expr,
-    },
-    Has {
-        view: usize,
-        args: Vec<Expr>,
-        negated: bool,
-    },
-    Lookup {
-        view: usize,
-        index: usize,
-        key: Vec<Expr>,
-        pattern: Vec<Pat>,
-    },
-    Scan {
-        view: usize,
-        pattern: Vec<Pat>,
-    },
-    Call {
-        function: usize,
-        inputs: Vec<Expr>,
-        pattern: Vec<Pat>,
-    },
+    Delta { negated: bool, pattern: Vec<Pat> },
+    Test { op: Cmp, left: Expr, right: Expr },
+    Assign { slot: usize, expr: Expr },
+    Has { view: usize, args: Vec<Expr>, negated: bool },
+    Lookup { view: usize, index: usize, key: Vec<Expr>, pattern: Vec<Pat> },
+    Scan { view: usize, pattern: Vec<Pat> },
+    Call { function: usize, inputs: Vec<Expr>, pattern: Vec<Pat> },
 }
 
 pub struct Plan {
@@ -175,24 +149,10 @@ impl Reader<'_> {
                 plans.push(self.plan(&plan?)?);
             }
             let seed_item = r.get_item(3)?;
-            let seed = if seed_item.is_none() {
-                None
-            } else {
-                Some(self.plan(&seed_item)?)
-            };
-            rules.push(Rule {
-                id,
-                head,
-                plans,
-                seed,
-            });
+            let seed = if seed_item.is_none() { None } else { Some(self.plan(&seed_item)?) };
+            rules.push(Rule { id, head, plans, seed });
         }
-        Ok(Stratum {
-            relations,
-            dred: method == "dred",
-            inputs,
-            rules,
-        })
+        Ok(Stratum { relations, dred: method == "dred", inputs, rules })
     }
 
     fn plan(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Plan> {
@@ -206,35 +166,16 @@ impl Reader<'_> {
         }
         let group = self.exprs(&t.get_item(4)?)?;
         let aggregate_item = t.get_item(5)?;
-        let aggregate = if aggregate_item.is_none() {
-            None
-        } else {
-            Some(self.expr(&aggregate_item)?)
-        };
+        let aggregate = if aggregate_item.is_none() { None } else { Some(self.expr(&aggregate_item)?) };
         let slots: usize = t.get_item(6)?.extract()?;
-        Ok(Plan {
-            delta: (delta >= 0).then_some(delta as usize),
-            views,
-            steps,
-            group,
-            aggregate,
-            slots,
-        })
+        Ok(Plan { delta: (delta >= 0).then_some(delta as usize), views, steps, group, aggregate, slots })
     }
 
-    fn step(
-        &mut self,
-        item: &Bound<'_, PyAny>,
-        views: &[(usize, bool)],
-        functions: &[usize],
-    ) -> PyResult<Step> {
+    fn step(&mut self, item: &Bound<'_, PyAny>, views: &[(usize, bool)], functions: &[usize]) -> PyResult<Step> {
         let t = item.downcast::<PyTuple>()?;
         let kind: String = t.get_item(0)?.extract()?;
         Ok(match kind.as_str() {
-            "delta" => Step::Delta {
-                negated: t.get_item(1)?.extract()?,
-                pattern: self.pattern(&t.get_item(2)?)?,
-            },
+            "delta" => Step::Delta { negated: t.get_item(1)?.extract()?, pattern: self.pattern(&t.get_item(2)?)? },
             "test" => {
                 let op: String = t.get_item(1)?.extract()?;
                 let op = match op.as_str() {
@@ -246,16 +187,9 @@ impl Reader<'_> {
                     ">=" => Cmp::Ge,
                     other => return Err(bad(&format!("comparison {other}"))),
                 };
-                Step::Test {
-                    op,
-                    left: self.expr(&t.get_item(2)?)?,
-                    right: self.expr(&t.get_item(3)?)?,
-                }
+                Step::Test { op, left: self.expr(&t.get_item(2)?)?, right: self.expr(&t.get_item(3)?)? }
             }
-            "assign" => Step::Assign {
-                slot: t.get_item(1)?.extract()?,
-                expr: self.expr(&t.get_item(2)?)?,
-            },
+            "assign" => Step::Assign { slot: t.get_item(1)?.extract()?, expr: self.expr(&t.get_item(2)?)? },
             "has" => Step::Has {
                 view: t.get_item(1)?.extract()?,
                 args: self.exprs(&t.get_item(2)?)?,
@@ -265,19 +199,10 @@ impl Reader<'_> {
                 let view: usize = t.get_item(1)?.extract()?;
                 let positions: Vec<usize> = t.get_item(2)?.extract()?;
                 let relation = views.get(view).ok_or_else(|| bad("view"))?.0;
-                let index = (self.index_of)(relation, &positions)
-                    .ok_or_else(|| bad("lookup without an index"))?;
-                Step::Lookup {
-                    view,
-                    index,
-                    key: self.exprs(&t.get_item(3)?)?,
-                    pattern: self.pattern(&t.get_item(4)?)?,
-                }
+                let index = (self.index_of)(relation, &positions).ok_or_else(|| bad("lookup without an index"))?;
+                Step::Lookup { view, index, key: self.exprs(&t.get_item(3)?)?, pattern: self.pattern(&t.get_item(4)?)? }
             }
-            "scan" => Step::Scan {
-                view: t.get_item(1)?.extract()?,
-                pattern: self.pattern(&t.get_item(2)?)?,
-            },
+            "scan" => Step::Scan { view: t.get_item(1)?.extract()?, pattern: self.pattern(&t.get_item(2)?)? },
             "call" => {
                 let local: usize = t.get_item(1)?.extract()?;
                 Step::Call {
@@ -320,9 +245,8 @@ impl Reader<'_> {
         Ok(match kind.as_str() {
             "var" => Expr::Var(t.get_item(1)?.extract()?),
             "const" => {
-                let value = value_from_py(&t.get_item(1)?, self.strings).map_err(|e| {
-                    PyValueError::new_err(format!("a constant of the program: {e}"))
-                })?;
+                let value = value_from_py(&t.get_item(1)?, self.strings)
+                    .map_err(|e| PyValueError::new_err(format!("a constant of the program: {e}")))?;
                 Expr::Const(value)
             }
             "bin" => {
@@ -331,11 +255,7 @@ impl Reader<'_> {
                     "+" | "-" | "*" | "/" | "%" => op.as_bytes()[0],
                     other => return Err(bad(&format!("operator {other}"))),
                 };
-                Expr::Bin(
-                    op,
-                    Box::new(self.expr(&t.get_item(2)?)?),
-                    Box::new(self.expr(&t.get_item(3)?)?),
-                )
+                Expr::Bin(op, Box::new(self.expr(&t.get_item(2)?)?), Box::new(self.expr(&t.get_item(3)?)?))
             }
             "neg" => Expr::Neg(Box::new(self.expr(&t.get_item(1)?)?)),
             other => return Err(bad(&format!("expression {other}"))),

@@ -97,16 +97,9 @@ impl Relation {
     pub fn new(arity: usize, patterns: &[Vec<usize>]) -> Self {
         let indexes = patterns
             .iter()
-            .map(|p| Index {
-                positions: p.clone().into_boxed_slice(),
-                map: FxHashMap::default(),
-            })
+            .map(|p| Index { positions: p.clone().into_boxed_slice(), map: FxHashMap::default() })
             .collect();
-        Relation {
-            arity,
-            rows: FxHashSet::default(),
-            indexes,
-        }
+        Relation { arity, rows: FxHashSet::default(), indexes }
     }
 
     pub fn index_id(&self, positions: &[usize]) -> Option<usize> {
@@ -120,14 +113,9 @@ impl Relation {
         }
         let mut map: FxHashMap<Box<[Value]>, Bucket> = FxHashMap::default();
         for row in &self.rows {
-            map.entry(key_of(row, positions))
-                .or_insert_with(|| Bucket::Few(Vec::new()))
-                .insert(row.clone());
+            map.entry(key_of(row, positions)).or_insert_with(|| Bucket::Few(Vec::new())).insert(row.clone());
         }
-        self.indexes.push(Index {
-            positions: positions.to_vec().into_boxed_slice(),
-            map,
-        });
+        self.indexes.push(Index { positions: positions.to_vec().into_boxed_slice(), map });
         self.indexes.len() - 1
     }
 

@@ -27,10 +27,7 @@ pub struct ValueError {
 
 impl ValueError {
     pub fn new(kind: &'static str, message: impl Into<String>) -> Self {
-        ValueError {
-            kind,
-            message: message.into(),
-        }
+        ValueError { kind, message: message.into() }
     }
 }
 
@@ -164,11 +161,7 @@ pub fn compare(a: Value, b: Value, op: &str, strings: &Interner) -> Result<Order
         (None, None, Value::Str(x), Value::Str(y)) => Ok(strings.get(x).cmp(strings.get(y))),
         _ => Err(ValueError::new(
             "TypeError",
-            format!(
-                "'{op}' not supported between instances of '{}' and '{}'",
-                a.type_name(),
-                b.type_name()
-            ),
+            format!("'{op}' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name()),
         )),
     }
 }
@@ -209,17 +202,10 @@ pub fn arithmetic(op: u8, a: Value, b: Value, strings: &mut Interner) -> Result<
             }
             _ => {
                 if y == 0 {
-                    return Err(ValueError::new(
-                        "ZeroDivisionError",
-                        "integer modulo by zero",
-                    ));
+                    return Err(ValueError::new("ZeroDivisionError", "integer modulo by zero"));
                 }
                 let r = x.checked_rem(y).ok_or_else(overflow)?;
-                Ok(Value::Int(if r != 0 && ((r < 0) != (y < 0)) {
-                    r + y
-                } else {
-                    r
-                }))
+                Ok(Value::Int(if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }))
             }
         },
         (Some(p), Some(q)) => {
@@ -237,10 +223,7 @@ pub fn arithmetic(op: u8, a: Value, b: Value, strings: &mut Interner) -> Result<
                 b'*' => Ok(Value::Float(x * y)),
                 b'/' => {
                     if y == 0.0 {
-                        Err(ValueError::new(
-                            "ZeroDivisionError",
-                            "float division by zero",
-                        ))
+                        Err(ValueError::new("ZeroDivisionError", "float division by zero"))
                     } else {
                         Ok(Value::Float(x / y))
                     }
@@ -261,12 +244,7 @@ pub fn arithmetic(op: u8, a: Value, b: Value, strings: &mut Interner) -> Result<
             }
             _ => Err(ValueError::new(
                 "TypeError",
-                format!(
-                    "unsupported operand type(s) for {}: '{}' and '{}'",
-                    op as char,
-                    a.type_name(),
-                    b.type_name()
-                ),
+                format!("unsupported operand type(s) for {}: '{}' and '{}'", op as char, a.type_name(), b.type_name()),
             )),
         },
     }
@@ -277,10 +255,7 @@ pub fn negate(a: Value) -> Result<Value, ValueError> {
         Value::Int(i) => i.checked_neg().map(Value::Int).ok_or_else(overflow),
         Value::Bool(b) => Ok(Value::Int(-(b as i64))),
         Value::Float(f) => Ok(Value::Float(-f)),
-        Value::Str(_) => Err(ValueError::new(
-            "TypeError",
-            "bad operand type for unary -: 'str'",
-        )),
+        Value::Str(_) => Err(ValueError::new("TypeError", "bad operand type for unary -: 'str'")),
     }
 }
 
@@ -366,10 +341,7 @@ pub fn fsum(values: impl IntoIterator<Item = f64>) -> Result<f64, ValueError> {
         }
         partials.truncate(kept);
         if !x.is_finite() {
-            return Err(ValueError::new(
-                "OverflowError",
-                "intermediate overflow in fsum",
-            ));
+            return Err(ValueError::new("OverflowError", "intermediate overflow in fsum"));
         }
         partials.push(x);
     }
@@ -432,29 +404,10 @@ mod tests {
     fn integer_float_comparison_is_exact() {
         let strings = Interner::default();
         let big = (1i64 << 53) + 1;
-        assert_eq!(
-            compare(
-                Value::Int(big),
-                Value::Float((1i64 << 53) as f64),
-                "<",
-                &strings
-            ),
-            Ok(Ordering::Greater)
-        );
+        assert_eq!(compare(Value::Int(big), Value::Float((1i64 << 53) as f64), "<", &strings), Ok(Ordering::Greater));
         assert_ne!(Value::Int(big), Value::Float(big as f64));
-        assert_eq!(
-            compare(
-                Value::Int(i64::MAX),
-                Value::Float(f64::INFINITY),
-                "<",
-                &strings
-            ),
-            Ok(Ordering::Less)
-        );
-        assert_eq!(
-            compare(Value::Int(-3), Value::Float(-2.5), "<", &strings),
-            Ok(Ordering::Less)
-        );
+        assert_eq!(compare(Value::Int(i64::MAX), Value::Float(f64::INFINITY), "<", &strings), Ok(Ordering::Less));
+        assert_eq!(compare(Value::Int(-3), Value::Float(-2.5), "<", &strings), Ok(Ordering::Less));
     }
 
     #[test]
@@ -468,30 +421,17 @@ mod tests {
     #[test]
     fn modulo_and_division_follow_python() {
         let mut strings = Interner::default();
-        assert_eq!(
-            arithmetic(b'%', Value::Int(-7), Value::Int(3), &mut strings),
-            Ok(Value::Int(2))
-        );
-        assert_eq!(
-            arithmetic(b'%', Value::Int(7), Value::Int(-3), &mut strings),
-            Ok(Value::Int(-2))
-        );
+        assert_eq!(arithmetic(b'%', Value::Int(-7), Value::Int(3), &mut strings), Ok(Value::Int(2)));
+        assert_eq!(arithmetic(b'%', Value::Int(7), Value::Int(-3), &mut strings), Ok(Value::Int(-2)));
         assert!(
             matches!(arithmetic(b'%', Value::Float(-7.0), Value::Int(3), &mut strings), Ok(Value::Float(f)) if f == 2.0)
         );
         assert!(
             matches!(arithmetic(b'/', Value::Int(7), Value::Int(2), &mut strings), Ok(Value::Float(f)) if f == 3.5)
         );
+        assert_eq!(arithmetic(b'/', Value::Int(1), Value::Int(0), &mut strings).unwrap_err().kind, "ZeroDivisionError");
         assert_eq!(
-            arithmetic(b'/', Value::Int(1), Value::Int(0), &mut strings)
-                .unwrap_err()
-                .kind,
-            "ZeroDivisionError"
-        );
-        assert_eq!(
-            arithmetic(b'*', Value::Int(i64::MAX), Value::Int(2), &mut strings)
-                .unwrap_err()
-                .kind,
+            arithmetic(b'*', Value::Int(i64::MAX), Value::Int(2), &mut strings).unwrap_err().kind,
             "OverflowError"
         );
     }
@@ -508,16 +448,8 @@ mod tests {
     #[test]
     fn fsum_is_correctly_rounded() {
         assert_eq!(fsum(vec![0.1; 10]).unwrap(), 1.0);
-        assert_eq!(
-            fsum(vec![1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50]).unwrap(),
-            1e-100
-        );
+        assert_eq!(fsum(vec![1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50]).unwrap(), 1e-100);
         assert_eq!(fsum(vec![f64::INFINITY, 1.0]).unwrap(), f64::INFINITY);
-        assert_eq!(
-            fsum(vec![f64::INFINITY, f64::NEG_INFINITY])
-                .unwrap_err()
-                .kind,
-            "ValueError"
-        );
+        assert_eq!(fsum(vec![f64::INFINITY, f64::NEG_INFINITY]).unwrap_err().kind, "ValueError");
     }
 }
