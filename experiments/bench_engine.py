@@ -1,11 +1,12 @@
-"""Engine benchmark: shortest paths on a random graph, from scratch vs single-edge updates.
+"""Engine benchmark: shortest paths on a random graph, from scratch vs single-edge updates, per backend.
 
-Times, in one process, a from-scratch evaluation of rules/examples/shortest_paths.dl (new engine,
-all facts inserted, run) and single-edge updates of four kinds (weight up, weight down, insert,
-delete), and prints medians and the ratio scratch / update. The final incremental state is checked
-against networkx Dijkstra, so the figures are for correct results.
+Times, in one process and for each evaluation backend (native and python side by side), a
+from-scratch evaluation of rules/examples/shortest_paths.dl (new engine, all facts inserted, run)
+and the same sequence of single-edge updates of four kinds (weight up, weight down, insert, delete),
+and prints medians, the ratio scratch / update, and native's speedup over python. Each backend's
+final incremental state is checked against networkx Dijkstra, so the figures are for correct results.
 
-    .venv/bin/python experiments/bench_engine.py [--edges 10000] [--updates 40] [--json out.json]
+    .venv/bin/python experiments/bench_engine.py [--edges 10000] [--updates 40] [--backends native,python] [--json out.json]
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ def random_graph(n_edges: int, rng: random.Random) -> dict[tuple[int, int], int]
     return edges
 
 
-def from_scratch(program: Program, edges: dict) -> tuple[Engine, float]:
+def from_scratch(program: Program, edges: dict, backend: str) -> tuple[Engine, float]:
     start = time.perf_counter()
-    engine = Engine(program)
+    engine = Engine(program, backend=backend)
     engine.insert("source", [(0,)])
     engine.insert("edge", [(x, y, w) for (x, y), w in edges.items()])
     engine.run()
@@ -66,63 +67,75 @@ def one_update(engine: Engine, edges: dict, kind: str, rng: random.Random, nodes
     return time.perf_counter() - start
 
 
+def measure(program: Program, edges: dict, backend: str, args) -> dict:
+    """From-scratch and update medians for one backend; the update sequence depends only on the seed."""
+    edges = dict(edges)
+    rng = random.Random(args.seed + 1)
+    nodes = max(2, args.edges // 5)
+    from_scratch(program, edges, backend)  # warm-up
+    scratch = [from_scratch(program, edges, backend)[1] for _ in range(args.scratch_runs)]
+    engine, _ = from_scratch(program, edges, backend)
+    kinds = ["weight up", "weight down", "insert", "delete"]
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for _ in range(args.updates):
+        for kind in kinds:
+            times[kind].append(one_update(engine, edges, kind, rng, nodes))
+    graph = nx.DiGraph()
+    graph.add_weighted_edges_from((x, y, w) for (x, y), w in edges.items())
+    expected = set(nx.single_source_dijkstra_path_length(graph, 0).items())
+    return {
+        "backend": backend,
+        "correct": engine.rows("dist") == expected,
+        "scratch": scratch,
+        "updates": times,
+        "any": [t for ts in times.values() for t in ts],
+    }
+
+
+def p90(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=10, method="inclusive")[-1] if len(samples) > 1 else samples[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=10_000)
     parser.add_argument("--updates", type=int, default=40, help="updates of each kind")
     parser.add_argument("--scratch-runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--backends", default="native,python", help="comma-separated evaluation backends")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
 
-    rng = random.Random(args.seed)
-    edges = random_graph(args.edges, rng)
-    nodes = max(2, args.edges // 5)
+    edges = random_graph(args.edges, random.Random(args.seed))
     program = Program.load(RULES)
-    from_scratch(program, edges)  # warm-up
-    scratch = [from_scratch(program, edges)[1] for _ in range(args.scratch_runs)]
-    engine, _ = from_scratch(program, edges)
-
-    kinds = ["weight up", "weight down", "insert", "delete"]
-    times: dict[str, list[float]] = {k: [] for k in kinds}
-    for _ in range(args.updates):
-        for kind in kinds:
-            times[kind].append(one_update(engine, edges, kind, rng, nodes))
-
-    graph = nx.DiGraph()
-    graph.add_weighted_edges_from((x, y, w) for (x, y), w in edges.items())
-    expected = set(nx.single_source_dijkstra_path_length(graph, 0).items())
-    correct = engine.rows("dist") == expected
-
-    scratch_median = statistics.median(scratch)
-    all_updates = [t for ts in times.values() for t in ts]
-    print(f"shortest paths, {len(edges)} edges, {nodes} nodes; final state equals networkx: {correct}")
-    print(f"{'operation':<14}{'runs':>6}{'median ms':>12}{'p90 ms':>10}{'max ms':>10}{'scratch/median':>16}")
-
-    def row(label: str, samples: list[float]) -> float:
-        median = statistics.median(samples)
-        p90 = statistics.quantiles(samples, n=10, method="inclusive")[-1] if len(samples) > 1 else median
-        print(f"{label:<14}{len(samples):>6}{median * 1e3:>12.3f}{p90 * 1e3:>10.3f}{max(samples) * 1e3:>10.3f}"
-              f"{scratch_median / median:>16.1f}")
-        return median
-
-    row("from scratch", scratch)
-    for kind in kinds:
-        row(kind, times[kind])
-    overall = row("any update", all_updates)
-    print(f"target: median single-edge update >= 20x faster than from scratch: "
-          f"{'met' if scratch_median / overall >= 20 else 'NOT met'}")
+    results = [measure(program, edges, b, args) for b in args.backends.split(",")]
+    print(f"shortest paths, {len(edges)} edges, {max(2, args.edges // 5)} nodes; "
+          + "; ".join(f"{r['backend']} final state equals networkx: {r['correct']}" for r in results))
+    print(f"{'backend':<9}{'operation':<14}{'runs':>6}{'median ms':>12}{'p90 ms':>10}{'scratch/median':>16}")
+    for r in results:
+        scratch = statistics.median(r["scratch"])
+        for label, samples in [("from scratch", r["scratch"]), *r["updates"].items(), ("any update", r["any"])]:
+            median = statistics.median(samples)
+            print(f"{r['backend']:<9}{label:<14}{len(samples):>6}{median * 1e3:>12.3f}{p90(samples) * 1e3:>10.3f}"
+                  f"{scratch / median:>16.1f}")
+    by = {r["backend"]: r for r in results}
+    if "native" in by and "python" in by:
+        n, p = by["native"], by["python"]
+        scratch_x = statistics.median(p["scratch"]) / statistics.median(n["scratch"])
+        update_x = statistics.median(p["any"]) / statistics.median(n["any"])
+        print(f"native vs python: from scratch {scratch_x:.1f}x faster (target 10x: {'met' if scratch_x >= 10 else 'NOT met'}), "
+              f"median update {update_x:.1f}x faster (target 5x: {'met' if update_x >= 5 else 'NOT met'})")
     if args.json:
-        record = {
+        record = [{
+            "backend": r["backend"],
             "edges": len(edges),
-            "correct": correct,
-            "scratch_median_s": scratch_median,
-            "update_median_s": {k: statistics.median(v) for k, v in times.items()},
-            "any_update_median_s": overall,
-            "ratio": scratch_median / overall,
-        }
+            "correct": r["correct"],
+            "scratch_median_s": statistics.median(r["scratch"]),
+            "update_median_s": {k: statistics.median(v) for k, v in r["updates"].items()},
+            "any_update_median_s": statistics.median(r["any"]),
+        } for r in results]
         Path(args.json).write_text(json.dumps(record, indent=2))
-    if not correct:
+    if not all(r["correct"] for r in results):
         raise SystemExit("incremental state differs from networkx")
 
 

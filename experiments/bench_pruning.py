@@ -1,7 +1,7 @@
 """Pruning benchmark (reference paper, Figures 5b/c and 6b/c), in one process.
 
-For TPC-H Q5, Q10 and the paper's Q8Join, and each pruning setting (none, aggsel, aggsel+refcount,
-aggsel+bounding, all):
+For TPC-H Q5, Q10 and the paper's Q8Join, each evaluation backend (native and python side by side)
+and each pruning setting (none, aggsel, aggsel+refcount, aggsel+bounding, all):
 
 * pruning ratios: the share of the whole plan space's entries (expression, property pairs) and
   alternatives that the plan table does not hold after optimization;
@@ -12,7 +12,7 @@ aggsel+bounding, all):
 
 Every re-optimized plan is checked against a fresh unpruned optimization.
 
-    .venv/bin/python experiments/bench_pruning.py [--repeat 3] [--json out.json]
+    .venv/bin/python experiments/bench_pruning.py [--repeat 3] [--backends native,python] [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from reopt.optimizer.workloads import TPCH
 QUERIES = ("Q5", "Q10", "Q8Join")
 
 
-def measure(name: str, setting: str, catalog: reopt.Catalog, repeat: int) -> dict:
-    config = reopt.OptimizerConfig.setting(setting)
+def measure(name: str, setting: str, catalog: reopt.Catalog, repeat: int, backend: str) -> dict:
+    config = reopt.OptimizerConfig.setting(setting, backend=backend)
     initial_s = median_time(lambda: reopt.Optimizer.from_sql(TPCH[name], catalog, config).optimize(), repeat)
     optimizer = reopt.Optimizer.from_sql(TPCH[name], catalog, config)
     optimizer.optimize()
@@ -53,6 +53,7 @@ def measure(name: str, setting: str, catalog: reopt.Catalog, repeat: int) -> dic
             optimizer.reoptimize(revert)
     return {
         "query": name,
+        "backend": backend,
         "setting": setting,
         "entries_in_space": metrics.entries_in_space,
         "alternatives_in_space": metrics.alternatives_in_space,
@@ -74,20 +75,24 @@ def measure(name: str, setting: str, catalog: reopt.Catalog, repeat: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--backends", default="native,python", help="comma-separated evaluation backends")
     parser.add_argument("--json", help="write the records to this file")
     args = parser.parse_args()
     catalog = reopt.Catalog.tpch(1)
-    records = [measure(name, setting, catalog, args.repeat) for name in QUERIES for setting in PRUNING_SETTINGS]
-    print(f"{'query':<8}{'setting':<17}{'entries':>9}{'alts':>7}{'state KB':>10}{'initial ms':>12}"
+    backends = args.backends.split(",")
+    records = [measure(name, setting, catalog, args.repeat, backend)
+               for name in QUERIES for backend in backends for setting in PRUNING_SETTINGS]
+    print(f"{'query':<8}{'backend':<8}{'setting':<17}{'entries':>9}{'alts':>7}{'state KB':>10}{'initial ms':>12}"
           f"{'reopt ms':>10}{'vs aggsel':>10}{'touched e/a':>13}")
-    print(f"{'':<25}{'pruned':>9}{'pruned':>7}")
+    print(f"{'':<33}{'pruned':>9}{'pruned':>7}")
     for name in QUERIES:
-        rows = {r["setting"]: r for r in records if r["query"] == name}
-        for setting, r in rows.items():
-            print(f"{name:<8}{setting:<17}{r['entries_pruned_ratio']:>9.0%}{r['alternatives_pruned_ratio']:>7.0%}"
-                  f"{r['state_bytes'] / 1024:>10.0f}{r['initial_s'] * 1e3:>12.1f}{r['reopt_median_s'] * 1e3:>10.1f}"
-                  f"{r['reopt_median_s'] / rows['aggsel']['reopt_median_s']:>9.2f}x"
-                  f"{r['entries_touched_median']:>7.0%}/{r['alternatives_touched_median']:.0%}")
+        for backend in backends:
+            rows = {r["setting"]: r for r in records if r["query"] == name and r["backend"] == backend}
+            for setting, r in rows.items():
+                print(f"{name:<8}{backend:<8}{setting:<17}{r['entries_pruned_ratio']:>9.0%}{r['alternatives_pruned_ratio']:>7.0%}"
+                      f"{r['state_bytes'] / 1024:>10.0f}{r['initial_s'] * 1e3:>12.1f}{r['reopt_median_s'] * 1e3:>10.1f}"
+                      f"{r['reopt_median_s'] / rows['aggsel']['reopt_median_s']:>9.2f}x"
+                      f"{r['entries_touched_median']:>7.0%}/{r['alternatives_touched_median']:.0%}")
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
 

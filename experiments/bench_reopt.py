@@ -15,7 +15,7 @@
 Every re-optimized plan is checked against the full top-down re-optimization. Times are medians of
 ``--repeat`` runs after a warm-up. Prints tables, writes CSV (``--csv``) and JSON (``--json``).
 
-    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--json out.json] [--csv out.csv]
+    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--backend native|python] [--json out.json] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import statistics
 from pathlib import Path
 
 import reopt
+from reopt.datalog.engine import BACKENDS, default_backend
 from timing import median_time, timed
 from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
 from changes import FACTORS, selectivity_change
@@ -48,16 +49,17 @@ Q5_LEVELS = [
 
 
 
-def initial_optimization(repeat: int) -> list[dict]:
+def initial_optimization(repeat: int, backend: str) -> list[dict]:
     catalog = reopt.Catalog.tpch(1)
     cases = [(name, reopt.Optimizer.from_sql(TPCH[name], catalog).query, catalog) for name in ("Q5", "Q10", "Q8Join")]
     cases += [(f"chain-{n}", *generated("chain", n, seed=n)) for n in (10, 12)]
     cases += [(f"cycle-{n}", *generated("cycle", n, seed=n)) for n in (10, 12)]
     records = []
-    evita = reopt.OptimizerConfig.setting("aggsel")
+    evita = reopt.OptimizerConfig.setting("aggsel", backend=backend)
+    declarative = reopt.OptimizerConfig(backend=backend)
     for name, query, cat in cases:
         times = {
-            "declarative": median_time(lambda: reopt.Optimizer(query, cat).optimize(), repeat),
+            "declarative": median_time(lambda: reopt.Optimizer(query, cat, declarative).optimize(), repeat),
             "evita": median_time(lambda: reopt.Optimizer(query, cat, evita).optimize(), repeat),
             "topdown": median_time(lambda: TopDownOptimizer(query, cat).optimize(), repeat),
             "bottomup": median_time(lambda: BottomUpOptimizer(query, cat).optimize(), repeat),
@@ -68,9 +70,9 @@ def initial_optimization(repeat: int) -> list[dict]:
     return records
 
 
-def reoptimization(repeat: int) -> list[dict]:
+def reoptimization(repeat: int, backend: str) -> list[dict]:
     catalog = reopt.Catalog.tpch(1)
-    declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
+    declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, reopt.OptimizerConfig(backend=backend))
     declarative.optimize()
     procedural = IncrementalTopDownOptimizer(declarative.query, catalog)
     procedural.optimize()
@@ -110,10 +112,10 @@ def reoptimization(repeat: int) -> list[dict]:
     return records
 
 
-def feedback_stream(updates: int, seed: int) -> list[dict]:
+def feedback_stream(updates: int, seed: int, backend: str) -> list[dict]:
     rng = random.Random(seed)
     catalog = reopt.Catalog.tpch(1)
-    declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
+    declarative = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, reopt.OptimizerConfig(backend=backend))
     plan = declarative.optimize()
     query = declarative.query
     records = []
@@ -141,11 +143,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--updates", type=int, default=10)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--backend", default=default_backend(), choices=BACKENDS,
+                        help="the declarative optimizer's evaluation backend (default: %(default)s)")
     parser.add_argument("--json", help="write records and summary to this file")
     parser.add_argument("--csv", help="write the records to this CSV file")
     args = parser.parse_args()
 
-    initial = initial_optimization(args.repeat)
+    print(f"declarative optimizer on the {args.backend} backend")
+    initial = initial_optimization(args.repeat, args.backend)
     print("Initial optimization (median seconds, ratio to top-down)")
     print(f"{'query':<10}{'declarative':>16}{'evita':>16}{'top-down':>12}{'bottom-up':>16}")
     for name in dict.fromkeys(r["query"] for r in initial):
@@ -155,7 +160,7 @@ def main() -> None:
               + f"{row['topdown']['seconds']:>12.4f}{row['bottomup']['seconds']:>9.4f} "
               f"({row['bottomup']['ratio_vs_topdown']:>4.1f}x)")
 
-    reopt_records = reoptimization(args.repeat)
+    reopt_records = reoptimization(args.repeat, args.backend)
     print("\nQ5 re-optimization: speedup over a full top-down re-optimization (median over the 6 factors)")
     print("(procedural own: the procedural incremental optimizer against itself run from scratch)")
     print(f"{'change':<16}{'declarative':>12}{'procedural':>12}{'proc. own':>11}{'entries touched':>17}"
@@ -168,7 +173,7 @@ def main() -> None:
               f"{statistics.median(r['entries_touched'] for r in rows):>16.0%}"
               f"{statistics.median(r['alternatives_touched'] for r in rows):>14.0%}")
 
-    stream = feedback_stream(args.updates, args.seed)
+    stream = feedback_stream(args.updates, args.seed, args.backend)
     print("\nFeedback stream on Q5 (per update)")
     for r in stream:
         print(f"update {r['update']:>2}: plan changed {str(r['plan_changed']):<5} declarative "

@@ -152,3 +152,14 @@ def test_rules_cannot_derive_a_memo():
 def test_count_inside_an_acyclic_recursion_is_allowed():
     text = ".input e(x, y).\nc(x, count<y>) :- e(x, y).\nc(x, count<y>) :- c(y, n), e(x, y).\n.acyclic c."
     assert Program.parse(text, "rules.dl").strata[-1].method == "counting"
+
+
+@pytest.mark.parametrize("text", [
+    ".input e(x, y).\nm(x, min<y>) :- e(x, y).\n.ordered m.",  # not recursive
+    ".input e(x, y).\nr(x, y) :- e(x, y).\nr(x, z) :- r(x, y), e(y, z).\n.acyclic r.\n.ordered r.",  # no aggregate
+    ".input e(x, y, w).\nd(y, max<c>) :- e(0, y, c).\nd(y, max<c>) :- d(x, b), e(x, y, w), c = b + w.\n.acyclic d.\n"
+    ".ordered d.",  # max, not min
+])
+def test_ordered_names_only_a_min_aggregate_of_a_counting_recursion(text):
+    error = load_error(text)
+    assert ".ordered names" in str(error) and "min aggregate of a recursion maintained by counting" in str(error)

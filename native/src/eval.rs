@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
+use std::collections::BinaryHeap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::prelude::*;
@@ -12,7 +13,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::convert::{repr_row, value_from_py, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
-use crate::storage::{row_of, AggFunc, Aggregate, Bucket, Candidates, Group, Relation, Row, Undo};
+use crate::storage::{AggFunc, Aggregate, Bucket, Candidates, CountMap, Journal, Key, Relation, Row, Undo};
 use crate::value::{arithmetic, compare, fsum, negate, Interner, Ordered, Value, ValueError};
 
 pub const INSERTED: usize = 0;
@@ -165,8 +166,14 @@ impl Engine {
 
     /// Propagate count changes of base relations to the fixpoint; the ids of relations that
     /// changed. On failure, or a panic inside, the state is exactly as before.
-    pub fn run(&mut self, py: Python<'_>, pending: Pending, seeding: bool) -> Result<Vec<usize>, Failure> {
-        let mut journal: Vec<Undo> = Vec::new();
+    pub fn run(
+        &mut self,
+        py: Python<'_>,
+        pending: Pending,
+        seeding: bool,
+        keep_changes: bool,
+    ) -> Result<Vec<usize>, Failure> {
+        let mut journal = Journal::new(!self.is_empty());
         for counters in &mut self.stats_now {
             *counters = [0; 5];
         }
@@ -185,7 +192,7 @@ impl Engine {
                 }
                 let mut changed: Vec<usize> = changes.keys().copied().collect();
                 changed.sort_unstable();
-                self.last_changes = changes;
+                self.last_changes = if keep_changes { changes } else { FxHashMap::default() };
                 self.generation += 1;
                 return Ok(changed);
             }
@@ -199,8 +206,35 @@ impl Engine {
                 Failure::Evaluation(format!("internal error in the native core (state rolled back): {what}"))
             }
         };
-        self.rollback(journal);
+        if journal.enabled() {
+            self.rollback(journal.into_steps());
+        } else {
+            self.clear();
+        }
         Err(failure)
+    }
+
+    /// Whether nothing is stored (before the first successful run): then a failed run is undone by
+    /// clearing, and needs no journal.
+    fn is_empty(&self) -> bool {
+        self.relations.iter().all(|r| r.rows.is_empty())
+            && self.counts.iter().all(|c| c.is_empty())
+            && self.aggregates.iter().flatten().all(|a| a.groups.is_empty())
+    }
+
+    fn clear(&mut self) {
+        for relation in &mut self.relations {
+            relation.rows.clear();
+            for index in &mut relation.indexes {
+                index.map.clear();
+            }
+        }
+        for counts in &mut self.counts {
+            counts.clear();
+        }
+        for agg in self.aggregates.iter_mut().flatten() {
+            agg.groups.clear();
+        }
     }
 
     fn rollback(&mut self, journal: Vec<Undo>) {
@@ -208,43 +242,24 @@ impl Engine {
             match undo {
                 Undo::Shown(rel, row) => self.relations[rel].remove(&row),
                 Undo::Hidden(rel, row) => self.relations[rel].add(row),
-                Undo::Count(rel, row, old) => {
-                    if old != 0 {
-                        self.counts[rel].insert(row, old);
-                    } else {
-                        self.counts[rel].remove(&row);
-                    }
-                }
+                Undo::Count(rel, row, old) => self.counts[rel].set_count(row, old),
                 Undo::Candidate(rel, group, key, old) => {
                     let agg = self.aggregates[rel].as_mut().expect("aggregate");
-                    let empty = agg.empty_candidates();
-                    let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
-                    if let Candidates::Ordered(m) = &mut g.candidates {
-                        if old != 0 {
-                            m.insert(key, old);
-                        } else {
-                            m.remove(&key);
-                        }
+                    if let Candidates::Ordered(m) = &mut agg.group_mut(&group).candidates {
+                        m.set_count(key, old);
                     }
                     agg.tidy(&group);
                 }
                 Undo::Counted(rel, group, value, old) => {
                     let agg = self.aggregates[rel].as_mut().expect("aggregate");
-                    let empty = agg.empty_candidates();
-                    let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
-                    if let Candidates::Counted(m) = &mut g.candidates {
-                        if old != 0 {
-                            m.insert(value, old);
-                        } else {
-                            m.remove(&value);
-                        }
+                    if let Candidates::Counted(m) = &mut agg.group_mut(&group).candidates {
+                        m.set_count(value, old);
                     }
                     agg.tidy(&group);
                 }
                 Undo::Current(rel, group, old) => {
                     let agg = self.aggregates[rel].as_mut().expect("aggregate");
-                    let empty = agg.empty_candidates();
-                    agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None }).current = old;
+                    agg.group_mut(&group).current = old;
                     agg.tidy(&group);
                 }
             }
@@ -256,7 +271,7 @@ impl Engine {
         py: Python<'_>,
         pending: Pending,
         seeding: bool,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<Changes, Failure> {
         let mut changes = self.evaluate(py, pending, journal, seeding)?;
         let mut memo = self.memo_deltas(&changes)?;
@@ -329,7 +344,7 @@ impl Engine {
         &mut self,
         py: Python<'_>,
         pending: Pending,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
         seeding: bool,
     ) -> Result<Changes, Failure> {
         let mut changes: Changes = FxHashMap::default();
@@ -376,7 +391,7 @@ impl Engine {
         Ok(changes)
     }
 
-    fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Vec<Undo>) {
+    fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Journal) {
         let old = if value != 0 { self.counts[rel].insert(row.clone(), value) } else { self.counts[rel].remove(&row) };
         journal.push(Undo::Count(rel, row, old.unwrap_or(0)));
     }
@@ -387,12 +402,10 @@ impl Engine {
         group: &Row,
         value: Value,
         delta: i64,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), Failure> {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
-        let empty = agg.empty_candidates();
-        let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
-        match &mut g.candidates {
+        match &mut agg.group_mut(group).candidates {
             Candidates::Ordered(m) => {
                 let key = Ordered::new(value, &self.strings);
                 if let Some((first, _)) = m.iter().next() {
@@ -422,11 +435,7 @@ impl Engine {
             }
             Candidates::Counted(m) => {
                 let old = m.get(&value).copied().unwrap_or(0);
-                if old + delta != 0 {
-                    m.insert(value, old + delta);
-                } else {
-                    m.remove(&value);
-                }
+                m.set_count(value, old + delta);
                 journal.push(Undo::Counted(rel, group.clone(), value, old));
             }
         }
@@ -451,18 +460,16 @@ impl Engine {
         }
     }
 
-    fn show_value(&mut self, rel: usize, group: &Row, value: Value, journal: &mut Vec<Undo>) {
+    fn show_value(&mut self, rel: usize, group: &Row, value: Value, journal: &mut Journal) {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
         let row = agg.row(group, value);
-        let empty = agg.empty_candidates();
-        let g = agg.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None });
-        let old = g.current.replace(value);
+        let old = agg.group_mut(group).current.replace(value);
         journal.push(Undo::Current(rel, group.clone(), old));
         self.relations[rel].add(row.clone());
         journal.push(Undo::Shown(rel, row));
     }
 
-    fn hide_value(&mut self, rel: usize, group: &Row, journal: &mut Vec<Undo>) {
+    fn hide_value(&mut self, rel: usize, group: &Row, journal: &mut Journal) {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
         let Some(g) = agg.groups.get_mut(group) else {
             return;
@@ -551,26 +558,37 @@ impl StratumRun {
         incoming: Changes,
         seeding: bool,
         monotone: bool,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), Failure> {
         let mut changes = incoming;
         let mut extra = if seeding { Some(self.seed_outputs(e, py)?) } else { None };
+        let ordered = &e.strata[self.stratum].ordered;
+        let mut held = (!monotone && !ordered.is_empty()).then(|| Held::new(ordered));
         let mut rounds: u64 = 0;
         let none = FxHashMap::default();
-        while !changes.is_empty() || extra.is_some() {
-            let mut outputs = self.round(e, py, &changes, &none)?;
-            if let Some(extra) = extra.take() {
-                for (rel, out) in extra {
-                    let target = outputs.entry(rel).or_default();
-                    for (k, c) in out.plain {
-                        *target.plain.entry(k).or_insert(0) += c;
-                    }
-                    for (k, c) in out.aggregate {
-                        *target.aggregate.entry(k).or_insert(0) += c;
+        loop {
+            if !changes.is_empty() || extra.is_some() {
+                let mut outputs = self.round(e, py, &changes, &none)?;
+                if let Some(extra) = extra.take() {
+                    for (rel, out) in extra {
+                        let target = outputs.entry(rel).or_default();
+                        for (k, c) in out.plain {
+                            *target.plain.entry(k).or_insert(0) += c;
+                        }
+                        for (k, c) in out.aggregate {
+                            *target.aggregate.entry(k).or_insert(0) += c;
+                        }
                     }
                 }
+                changes = self.settle(e, outputs, monotone, held.as_mut(), journal)?;
+            } else if let Some(held) = held.as_mut() {
+                changes = held.release(e)?;
+                if changes.is_empty() {
+                    return Ok(());
+                }
+            } else {
+                return Ok(());
             }
-            changes = self.settle(e, outputs, monotone, journal)?;
             self.show(e, &changes, journal);
             rounds += 1;
             if rounds > e.max_rounds {
@@ -584,7 +602,6 @@ impl StratumRun {
                 )));
             }
         }
-        Ok(())
     }
 
     fn dred(
@@ -593,7 +610,7 @@ impl StratumRun {
         py: Python<'_>,
         incoming: Changes,
         seeding: bool,
-        journal: &mut Vec<Undo>,
+        journal: &mut Journal,
     ) -> Result<(), Failure> {
         let mut deletions: Changes = FxHashMap::default();
         let mut insertions: Changes = FxHashMap::default();
@@ -732,7 +749,8 @@ impl StratumRun {
         e: &mut Engine,
         outputs: Outputs,
         monotone: bool,
-        journal: &mut Vec<Undo>,
+        mut held: Option<&mut Held>,
+        journal: &mut Journal,
     ) -> Result<Changes, Failure> {
         let mut changes: Changes = FxHashMap::default();
         for (rel, out) in outputs {
@@ -774,6 +792,14 @@ impl StratumRun {
                     if delta != 0 {
                         e.add_candidate(rel, &group, value, delta, journal)?;
                         touched.insert(group);
+                    }
+                }
+                if let Some(held) = held.as_deref_mut() {
+                    if held.holds(rel) {
+                        for group in touched {
+                            held.hold(e, rel, group)?;
+                        }
+                        continue;
                     }
                 }
                 let mut updates = 0;
@@ -832,7 +858,7 @@ impl StratumRun {
     }
 
     /// Make visibility changes of the stratum's relations take effect.
-    fn show(&mut self, e: &mut Engine, changes: &Changes, journal: &mut Vec<Undo>) {
+    fn show(&mut self, e: &mut Engine, changes: &Changes, journal: &mut Journal) {
         for (&rel, change) in changes {
             let original = self.original.entry(rel).or_default();
             let is_aggregate = e.aggregates[rel].is_some();
@@ -888,12 +914,145 @@ impl StratumRun {
     }
 }
 
+/// A held group's new minimum, in a min-heap (ties by arrival, which never decides what is released).
+struct HeldEntry {
+    key: Ordered,
+    sequence: u64,
+    group: Row,
+}
+
+impl PartialEq for HeldEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for HeldEntry {}
+
+impl PartialOrd for HeldEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for HeldEntry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (&other.key, other.sequence).cmp(&(&self.key, self.sequence))
+    }
+}
+
+/// Group changes of `.ordered` aggregates, held back while anything else is in flight (see
+/// `pycore._Held`): a release lets go of every held group whose minimum vanished and of every held
+/// group whose new minimum is the least of all held ones.
+struct Held {
+    heaps: FxHashMap<usize, BinaryHeap<HeldEntry>>,
+    dirty: FxHashMap<usize, FxHashSet<Row>>,
+    vanished: FxHashMap<usize, FxHashSet<Row>>,
+    order: Vec<usize>,
+    sequence: u64,
+}
+
+impl Held {
+    fn new(relations: &[usize]) -> Self {
+        Held {
+            heaps: relations.iter().map(|r| (*r, BinaryHeap::new())).collect(),
+            dirty: relations.iter().map(|r| (*r, FxHashSet::default())).collect(),
+            vanished: relations.iter().map(|r| (*r, FxHashSet::default())).collect(),
+            order: relations.to_vec(),
+            sequence: 0,
+        }
+    }
+
+    fn holds(&self, rel: usize) -> bool {
+        self.heaps.contains_key(&rel)
+    }
+
+    fn hold(&mut self, e: &Engine, rel: usize, group: Row) -> Result<(), Failure> {
+        self.dirty.get_mut(&rel).expect("held relation").insert(group.clone());
+        match e.best(rel, &group)? {
+            None => {
+                self.vanished.get_mut(&rel).expect("held relation").insert(group);
+            }
+            Some(best) => {
+                let entry = HeldEntry { key: Ordered::new(best, &e.strings), sequence: self.sequence, group };
+                self.heaps.get_mut(&rel).expect("held relation").push(entry);
+                self.sequence += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next visible changes: batches are released until one changes something.
+    fn release(&mut self, e: &mut Engine) -> Result<Changes, Failure> {
+        while self.dirty.values().any(|d| !d.is_empty()) {
+            let changes = self.release_batch(e)?;
+            if !changes.is_empty() {
+                return Ok(changes);
+            }
+        }
+        Ok(FxHashMap::default())
+    }
+
+    fn release_batch(&mut self, e: &mut Engine) -> Result<Changes, Failure> {
+        let mut changes: Changes = FxHashMap::default();
+        for &rel in &self.order {
+            let dirty = self.dirty.get_mut(&rel).expect("held relation");
+            let heap = self.heaps.get_mut(&rel).expect("held relation");
+            let mut released: Vec<Row> = Vec::new();
+            for group in std::mem::take(self.vanished.get_mut(&rel).expect("held relation")) {
+                if dirty.contains(&group) && e.best(rel, &group)?.is_none() {
+                    released.push(group);
+                }
+            }
+            while let Some(top) = heap.peek() {
+                if dirty.contains(&top.group) && e.best(rel, &top.group)? == Some(top.key.value()) {
+                    break;
+                }
+                heap.pop();
+            }
+            if let Some(top) = heap.peek() {
+                let least = top.key.clone();
+                while heap.peek().is_some_and(|top| top.key == least) {
+                    let entry = heap.pop().expect("peeked");
+                    if dirty.contains(&entry.group) && e.best(rel, &entry.group)? == Some(entry.key.value()) {
+                        dirty.remove(&entry.group);
+                        released.push(entry.group);
+                    }
+                }
+            }
+            let mut change = Change::default();
+            let mut updates = 0;
+            for group in released {
+                dirty.remove(&group);
+                let best = e.best(rel, &group)?;
+                let current = e.current(rel, &group);
+                if current.is_some() && best == current {
+                    continue;
+                }
+                let agg = e.aggregates[rel].as_ref().expect("aggregate");
+                if let Some(current) = current {
+                    change.minus.insert(agg.row(&group, current));
+                }
+                if let Some(best) = best {
+                    change.plus.insert(agg.row(&group, best));
+                    updates += current.is_some() as u64;
+                }
+            }
+            e.stats_now[rel][UPDATED] += updates;
+            if !change.is_empty() {
+                changes.insert(rel, change);
+            }
+        }
+        Ok(changes)
+    }
+}
+
 /// Apply lost derivations; every row that lost one is deleted for now (DRed's first phase).
 fn overdelete(
     e: &mut Engine,
     outputs: Outputs,
     overdeleted: &mut FxHashMap<usize, FxHashSet<Row>>,
-    journal: &mut Vec<Undo>,
+    journal: &mut Journal,
 ) -> Result<Changes, Failure> {
     let mut changes: Changes = FxHashMap::default();
     for (rel, out) in outputs {
@@ -1027,8 +1186,12 @@ impl Exec<'_, '_> {
         Ok(v)
     }
 
-    fn values(&self, exprs: &[Expr], st: &mut ExecState) -> Result<Vec<Value>, ValueError> {
-        exprs.iter().map(|e| self.top(e, st)).collect()
+    fn values(&self, exprs: &[Expr], st: &mut ExecState) -> Result<Key, ValueError> {
+        let mut out = Key::new();
+        for e in exprs {
+            out.push(self.top(e, st)?);
+        }
+        Ok(out)
     }
 
     fn bind(&self, pattern: &[Pat], row: &[Value], st: &mut ExecState) -> Result<bool, ExecError> {
@@ -1147,7 +1310,7 @@ impl Exec<'_, '_> {
     }
 
     fn emit(&self, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
-        let group = row_of(self.values(&self.plan.group, st)?);
+        let group: Row = Row::from(&self.values(&self.plan.group, st)?[..]);
         match &self.plan.aggregate {
             None => *st.out.plain.entry(group).or_insert(0) += sign,
             Some(expr) => {

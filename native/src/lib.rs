@@ -98,7 +98,14 @@ impl Core {
     }
 
     /// Propagate `deltas` (relation id, [(row, count change)]); the ids of relations that changed.
-    fn run(&mut self, py: Python<'_>, deltas: PyPending<'_>, seeding: bool) -> PyResult<Vec<usize>> {
+    /// The net changes are kept for `changes` only if asked for.
+    fn run(
+        &mut self,
+        py: Python<'_>,
+        deltas: PyPending<'_>,
+        seeding: bool,
+        keep_changes: bool,
+    ) -> PyResult<Vec<usize>> {
         let mut pending = Vec::with_capacity(deltas.len());
         for (rel, rows) in deltas {
             let mut converted = Vec::with_capacity(rows.len());
@@ -107,7 +114,7 @@ impl Core {
             }
             pending.push((rel, converted));
         }
-        self.engine.run(py, pending, seeding).map_err(|f| to_pyerr(py, f))
+        self.engine.run(py, pending, seeding, keep_changes).map_err(|f| to_pyerr(py, f))
     }
 
     fn generation(&self) -> u64 {

@@ -83,6 +83,7 @@ pub struct Stratum {
     pub dred: bool,
     pub inputs: Vec<usize>,
     pub rules: Vec<Rule>,
+    pub ordered: Vec<usize>, // .ordered min aggregates, whose group changes are held and released in value order
 }
 
 pub struct RelationInfo {
@@ -138,6 +139,7 @@ impl Reader<'_> {
         let relations: Vec<usize> = t.get_item(0)?.extract()?;
         let method: String = t.get_item(1)?.extract()?;
         let inputs: Vec<usize> = t.get_item(2)?.extract()?;
+        let ordered: Vec<usize> = t.get_item(4)?.extract()?;
         let mut rules = Vec::new();
         for rule in t.get_item(3)?.try_iter()? {
             let rule = rule?;
@@ -152,7 +154,7 @@ impl Reader<'_> {
             let seed = if seed_item.is_none() { None } else { Some(self.plan(&seed_item)?) };
             rules.push(Rule { id, head, plans, seed });
         }
-        Ok(Stratum { relations, dred: method == "dred", inputs, rules })
+        Ok(Stratum { relations, dred: method == "dred", inputs, rules, ordered })
     }
 
     fn plan(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Plan> {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use crate::value::{Ordered, Value};
 
@@ -82,7 +83,10 @@ pub struct Index {
     pub map: FxHashMap<Box<[Value]>, Bucket>,
 }
 
-fn key_of(row: &[Value], positions: &[usize]) -> Box<[Value]> {
+/// Values on the stack: index keys (one to three values) and head rows (up to ten).
+pub type Key = SmallVec<[Value; 10]>;
+
+fn key_of(row: &[Value], positions: &[usize]) -> Key {
     positions.iter().map(|&p| row[p]).collect()
 }
 
@@ -113,7 +117,8 @@ impl Relation {
         }
         let mut map: FxHashMap<Box<[Value]>, Bucket> = FxHashMap::default();
         for row in &self.rows {
-            map.entry(key_of(row, positions)).or_insert_with(|| Bucket::Few(Vec::new())).insert(row.clone());
+            let key: Box<[Value]> = Box::from(&key_of(row, positions)[..]);
+            map.entry(key).or_insert_with(|| Bucket::Few(Vec::new())).insert(row.clone());
         }
         self.indexes.push(Index { positions: positions.to_vec().into_boxed_slice(), map });
         self.indexes.len() - 1
@@ -128,11 +133,13 @@ impl Relation {
             return;
         }
         for index in &mut self.indexes {
-            index
-                .map
-                .entry(key_of(&row, &index.positions))
-                .or_insert_with(|| Bucket::Few(Vec::new()))
-                .insert(row.clone());
+            let key = key_of(&row, &index.positions);
+            match index.map.get_mut(&key[..]) {
+                Some(bucket) => bucket.insert(row.clone()),
+                None => {
+                    index.map.insert(Box::from(&key[..]), Bucket::Few(vec![row.clone()]));
+                }
+            }
         }
         self.rows.insert(row);
     }
@@ -143,10 +150,10 @@ impl Relation {
         }
         for index in &mut self.indexes {
             let key = key_of(row, &index.positions);
-            if let Some(bucket) = index.map.get_mut(&key) {
+            if let Some(bucket) = index.map.get_mut(&key[..]) {
                 bucket.remove(row);
                 if bucket.is_empty() {
-                    index.map.remove(&key);
+                    index.map.remove(&key[..]);
                 }
             }
         }
@@ -217,12 +224,43 @@ impl Aggregate {
         }
     }
 
+    /// The group, made empty if it is not there.
+    pub fn group_mut(&mut self, group: &Row) -> &mut Group {
+        let empty = self.empty_candidates();
+        self.groups.entry(group.clone()).or_insert(Group { candidates: empty, current: None })
+    }
+
     /// Drop a group that holds nothing any more (no candidates, nothing shown).
     pub fn tidy(&mut self, group: &Row) {
         if let Some(g) = self.groups.get(group) {
             if g.candidates.is_empty() && g.current.is_none() {
                 self.groups.remove(group);
             }
+        }
+    }
+}
+
+/// A map from keys to derivation counts, where a count of zero is no entry.
+pub trait CountMap<K> {
+    fn set_count(&mut self, key: K, count: i64);
+}
+
+impl<K: Ord> CountMap<K> for BTreeMap<K, i64> {
+    fn set_count(&mut self, key: K, count: i64) {
+        if count != 0 {
+            self.insert(key, count);
+        } else {
+            self.remove(&key);
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> CountMap<K> for FxHashMap<K, i64> {
+    fn set_count(&mut self, key: K, count: i64) {
+        if count != 0 {
+            self.insert(key, count);
+        } else {
+            self.remove(&key);
         }
     }
 }
@@ -235,4 +273,31 @@ pub enum Undo {
     Candidate(usize, Row, Ordered, i64),
     Counted(usize, Row, Value, i64),
     Current(usize, Row, Option<Value>),
+}
+
+/// The undo steps of one run. A run that starts from an empty state keeps none: undoing it is
+/// clearing everything, and an initial load journals as many steps as it derives rows.
+pub struct Journal {
+    steps: Vec<Undo>,
+    enabled: bool,
+}
+
+impl Journal {
+    pub fn new(enabled: bool) -> Self {
+        Journal { steps: Vec::new(), enabled }
+    }
+
+    pub fn push(&mut self, step: Undo) {
+        if self.enabled {
+            self.steps.push(step);
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub fn into_steps(self) -> Vec<Undo> {
+        self.steps
+    }
 }

@@ -12,7 +12,6 @@ test runs on both. This class checks deltas, queues them, and turns a core's net
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -25,6 +24,7 @@ from .stats import Stats
 from .storage import Row
 
 BACKENDS = ("native", "python")
+_INT64 = (-(2**63), 2**63 - 1)  # integers every backend holds; others are asked of the core
 
 
 def default_backend() -> str:
@@ -142,11 +142,16 @@ class Engine:
             except TypeError:
                 raise DeltaError(f"row {_short(row)} for '{relation}' holds an unhashable value") from None
             for value in row:
-                if isinstance(value, float) and math.isnan(value):
-                    raise DeltaError(f"row {_short(row)} for '{relation}' holds NaN, which no relation may hold")
-                problem = self._core.unsupported(value)
-                if problem:
-                    raise DeltaError(f"row {_short(row)} for '{relation}': {problem}")
+                kind = type(value)
+                if kind is float:
+                    if value != value:
+                        raise DeltaError(f"row {_short(row)} for '{relation}' holds NaN, which no relation may hold")
+                elif kind is str or kind is bool or (kind is int and _INT64[0] <= value <= _INT64[1]):
+                    continue
+                else:
+                    problem = self._core.unsupported(value)
+                    if problem:
+                        raise DeltaError(f"row {_short(row)} for '{relation}': {problem}")
             checked.append(row)
         return checked
 
@@ -196,16 +201,18 @@ class Engine:
 
     # -- evaluation ------------------------------------------------------------------------------
 
-    def run(self) -> Mapping[str, RelationDelta]:
-        """Propagate the queued deltas to the fixpoint; returns the net change of each derived relation.
+    def run(self, *, deltas: bool = True) -> Mapping[str, RelationDelta]:
+        """Propagate the queued deltas to the fixpoint; returns the net change of each derived relation
+        (``deltas=False`` returns none, so the native core need not keep them: a caller that reads
+        the state afterwards, as the optimizer does, saves their memory).
 
         On failure the engine is exactly as before the call (queued deltas included) and an
         ``EvaluationError`` says which rule failed and why.
         """
-        changes = self._core.run(self._pending, not self._seeded)
+        changes = self._core.run(self._pending, not self._seeded, deltas)
         self._pending = {}
         self._seeded = True
-        return _Deltas(self.program, changes)
+        return _Deltas(self.program, changes) if deltas else {}
 
     def _bind_functions(self, functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
         declared = self.program.functions

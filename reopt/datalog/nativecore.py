@@ -63,6 +63,7 @@ def compiled_program(program: Program) -> tuple:
             stratum.method,
             tuple(sorted(ids[r] for r in stratum.inputs)),
             tuple(compiled_rules),
+            tuple(sorted(ids[r] for r in stratum.ordered)),
         ))
     return tuple(names), relations, tuple(functions), tuple(strata), rules
 
@@ -141,10 +142,11 @@ class NativeCore:
             return {}
         return self._core.candidates(self._ids[relation], group)
 
-    def run(self, pending: dict[str, dict[tuple, int]], seeding: bool) -> Mapping[str, tuple[set, set]]:
+    def run(self, pending: dict[str, dict[tuple, int]], seeding: bool,
+            keep_changes: bool = True) -> Mapping[str, tuple[set, set]]:
         deltas = [(self._ids[name], list(rows.items())) for name, rows in pending.items()]
         try:
-            changed = self._core.run(deltas, seeding)
+            changed = self._core.run(deltas, seeding, keep_changes)
         except _native.RuleError as exc:
             rule_id, kind, message, cause = exc.args
             rule = self._rules[rule_id]

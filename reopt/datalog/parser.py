@@ -17,6 +17,7 @@ from .syntax import (
     Head,
     MemoDecl,
     Neg,
+    OrderedDecl,
     RelationDecl,
     Rule,
     Statement,
@@ -27,12 +28,13 @@ from .syntax import (
 GRAMMAR = r"""
 start: statement*
 
-?statement: input_decl | rel_decl | function_decl | acyclic_decl | memo_decl | rule
+?statement: input_decl | rel_decl | function_decl | acyclic_decl | ordered_decl | memo_decl | rule
 
 input_decl: ".input" NAME "(" [names] ")" "."
 rel_decl: ".decl" NAME "(" [names] ")" "."
 function_decl: ".function" NAME "(" [names] ")" "->" "(" [names] ")" "."
 acyclic_decl: ".acyclic" names "."
+ordered_decl: ".ordered" names "."
 memo_decl: ".memo" NAME "(" names "|" names ")" "from" NAME "."
 names: NAME ("," NAME)*
 
@@ -113,6 +115,10 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def acyclic_decl(self, meta, items):
         return AcyclicDecl(items[0], self._loc(meta))
+
+    @v_args(meta=True)
+    def ordered_decl(self, meta, items):
+        return OrderedDecl(items[0], self._loc(meta))
 
     @v_args(meta=True)
     def memo_decl(self, meta, items):

@@ -23,6 +23,7 @@ from .syntax import (
     FunctionDecl,
     MemoDecl,
     Neg,
+    OrderedDecl,
     RelationDecl,
     Rule,
     Wildcard,
@@ -46,6 +47,7 @@ class RelationInfo:
     has_rules: bool = False
     memo_of: str | None = None  # for a memo relation: the relation whose converged rows it keeps
     memo_keys: int = 0  # for a memo relation: how many leading columns identify a row
+    ordered: bool = False  # a min aggregate whose group changes are released in value order
 
     @property
     def is_base(self) -> bool:
@@ -69,6 +71,7 @@ class Stratum:
     recursive: bool
     method: str  # COUNTING or DRED
     inputs: frozenset[str] = field(default_factory=frozenset)  # relations read from lower strata
+    ordered: frozenset[str] = field(default_factory=frozenset)  # its .ordered aggregates
 
 
 class Program:
@@ -80,6 +83,7 @@ class Program:
         self.functions: dict[str, FunctionDecl] = {}
         self.rules: list[Rule] = []
         acyclic: list[AcyclicDecl] = []
+        ordered: list[OrderedDecl] = []
         memos: list[MemoDecl] = []
         for statement in statements:
             if isinstance(statement, RelationDecl):
@@ -88,6 +92,8 @@ class Program:
                 self._declare_function(statement)
             elif isinstance(statement, AcyclicDecl):
                 acyclic.append(statement)
+            elif isinstance(statement, OrderedDecl):
+                ordered.append(statement)
             elif isinstance(statement, MemoDecl):
                 self._declare_memo(statement)
                 memos.append(statement)
@@ -100,6 +106,8 @@ class Program:
         for rule in self.rules:
             self._check_body(rule)
         self.strata = self._stratify(acyclic)
+        for decl in ordered:
+            self._order(decl)
 
     @classmethod
     def parse(cls, text: str, source: str = "<string>") -> "Program":
@@ -279,6 +287,20 @@ class Program:
             body = {lit.name for r in rules for lit in r.body if isinstance(lit, Atom) and lit.name in self.relations}
             strata.append(Stratum(members, compiled, recursive, method, frozenset(body - members)))
         return strata
+
+    def _order(self, decl: OrderedDecl) -> None:
+        for name in decl.names:
+            info = self.relations.get(name)
+            stratum = next((s for s in self.strata if name in s.relations), None)
+            if info is None or info.aggregate != "min" or stratum is None or not stratum.recursive \
+                    or stratum.method != COUNTING:
+                raise ProgramError(
+                    f".ordered names '{name}', which is not a min aggregate of a recursion maintained by counting "
+                    "(declare the recursion .acyclic)",
+                    decl.location,
+                )
+            info.ordered = True
+            stratum.ordered = stratum.ordered | {name}
 
     def _check_negation(self, members, rules, method) -> None:
         for rule in rules:

@@ -14,6 +14,7 @@ Maintenance methods, chosen per stratum by ``Program`` (see docs/dialect.md, "Ma
 
 from __future__ import annotations
 
+import heapq
 from itertools import chain, repeat
 from typing import Any, Callable
 
@@ -110,9 +111,10 @@ class PythonCore:
 
     # -- evaluation ------------------------------------------------------------------------------
 
-    def run(self, pending: dict[str, dict[Row, int]], seeding: bool) -> dict[str, _Change]:
+    def run(self, pending: dict[str, dict[Row, int]], seeding: bool, keep_changes: bool = True) -> dict[str, _Change]:
         """Propagate ``pending`` count changes of base relations; the net visibility change of every
-        relation. On failure the state is exactly as before and ``EvaluationError`` says why."""
+        relation (computed anyway: this backend derives them on the way). On failure the state is
+        exactly as before and ``EvaluationError`` says why."""
         journal: Journal = []
         self.stats.begin()
         self._touched = {}
@@ -237,6 +239,70 @@ def _compose(changes: dict[str, _Change], later: dict[str, _Change]) -> None:
 
 
 
+class _Held:
+    """Group changes of ``.ordered`` aggregates, held back while anything else is in flight.
+
+    ``release`` lets go of every held group whose minimum vanished and of every held group whose
+    new minimum is the least of all held ones (a heap with stale entries skipped), so where values
+    only grow along derivations each group is propagated once, at its final value.
+    """
+
+    def __init__(self, core: "PythonCore", names: frozenset[str]):
+        self.core = core
+        self.heaps: dict[str, list] = {name: [] for name in names}
+        self.dirty: dict[str, set] = {name: set() for name in names}
+        self.vanished: dict[str, set] = {name: set() for name in names}
+        self.sequence = 0
+
+    def hold(self, name: str, group: tuple) -> None:
+        self.dirty[name].add(group)
+        best = self.core._aggregates[name].best(group)
+        if best is None:
+            self.vanished[name].add(group)
+        else:
+            heapq.heappush(self.heaps[name], (best, self.sequence, group))
+            self.sequence += 1
+
+    def release(self) -> dict[str, _Change]:
+        """The next visible changes: batches are released until one changes something."""
+        while any(self.dirty.values()):
+            changes = self._release_batch()
+            if changes:
+                return changes
+        return {}
+
+    def _release_batch(self) -> dict[str, _Change]:
+        changes: dict[str, _Change] = {}
+        for name, heap in self.heaps.items():
+            agg, dirty = self.core._aggregates[name], self.dirty[name]
+            released = [g for g in self.vanished[name] if g in dirty and agg.best(g) is None]
+            self.vanished[name] = set()
+            while heap and (heap[0][2] not in dirty or agg.best(heap[0][2]) != heap[0][0]):
+                heapq.heappop(heap)
+            if heap:
+                least = heap[0][0]
+                while heap and heap[0][0] == least:
+                    _, _, group = heapq.heappop(heap)
+                    if group in dirty and agg.best(group) == least:
+                        released.append(group)
+                        dirty.discard(group)
+            change, updates = _Change(), 0
+            for group in released:
+                dirty.discard(group)
+                best, current = agg.best(group), agg.current.get(group, _MISSING)
+                if current is not _MISSING and best == current:
+                    continue
+                if current is not _MISSING:
+                    change.minus.add(agg.row(group, current))
+                if best is not None:
+                    change.plus.add(agg.row(group, best))
+                    updates += current is not _MISSING
+            self.core.stats.record_updates(name, updates)
+            if change:
+                changes[name] = change
+        return changes
+
+
 def _checked_function(name: str, fn: Callable[..., Any], n_outputs: int) -> Callable[..., list]:
     """Wrap a user function so that a wrong result names the function instead of failing obscurely."""
 
@@ -282,16 +348,24 @@ class _StratumRun:
     def counting(self, incoming: dict[str, _Change], seeding: bool, monotone: bool = False) -> None:
         changes = dict(incoming)
         extra = self._seed_outputs() if seeding else None
+        held = _Held(self.core, self.stratum.ordered) if self.stratum.ordered and not monotone else None
         rounds = 0
-        while changes or extra:
-            outputs = self._round(changes, {})
-            if extra:
-                for name, out in extra.items():
-                    target = outputs[name]
-                    for key, count in out.items():
-                        target[key] = target.get(key, 0) + count
-                extra = None
-            changes = self._settle(outputs, monotone)
+        while True:
+            if changes or extra:
+                outputs = self._round(changes, {})
+                if extra:
+                    for name, out in extra.items():
+                        target = outputs[name]
+                        for key, count in out.items():
+                            target[key] = target.get(key, 0) + count
+                    extra = None
+                changes = self._settle(outputs, monotone, held)
+            elif held is not None:
+                changes = held.release()
+                if not changes:
+                    return
+            else:
+                return
             self._show(changes)
             rounds += 1
             if rounds > self.core.max_rounds:
@@ -371,8 +445,9 @@ class _StratumRun:
             self.core.stats.record_fired(head, fired)
         return outputs
 
-    def _settle(self, outputs: dict[str, dict], monotone: bool) -> dict[str, _Change]:
-        """Apply derivation-count changes; return the visibility changes they imply."""
+    def _settle(self, outputs: dict[str, dict], monotone: bool, held: "_Held | None" = None) -> dict[str, _Change]:
+        """Apply derivation-count changes; return the visibility changes they imply (those of
+        ``.ordered`` aggregates are held back and released later by ``held``)."""
         core, journal = self.core, self.journal
         changes: dict[str, _Change] = {}
         for name, out in outputs.items():
@@ -403,6 +478,10 @@ class _StratumRun:
                     if delta:
                         agg.add_candidate(group, value, delta, journal)
                         touched.add(group)
+                if held is not None and name in self.stratum.ordered:
+                    for group in touched:
+                        held.hold(name, group)
+                    continue
                 updates = 0
                 for group in touched:
                     best = agg.best(group)

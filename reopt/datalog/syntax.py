@@ -152,6 +152,21 @@ class AcyclicDecl:
 
 
 @dataclass(frozen=True)
+class OrderedDecl:
+    """``.ordered a, b``: min aggregates whose group changes the engine releases in value order.
+
+    In a recursion maintained by counting, a group's new minimum is held back until nothing else is
+    in flight and then released cheapest first, so where values only grow along derivations
+    (costs of plans over their inputs' best costs) each group is propagated once, at its final
+    value (Knuth's generalization of Dijkstra's algorithm). Any order reaches the same fixpoint;
+    this one avoids re-deriving what depends on a value that is not final yet.
+    """
+
+    names: tuple[str, ...]
+    location: Location
+
+
+@dataclass(frozen=True)
 class MemoDecl:
     """``.memo name(keys | values) from source``: the last converged value of each row of ``source``.
 
@@ -166,7 +181,7 @@ class MemoDecl:
     location: Location
 
 
-Statement = Union[Rule, RelationDecl, FunctionDecl, AcyclicDecl, MemoDecl]
+Statement = Union[Rule, RelationDecl, FunctionDecl, AcyclicDecl, OrderedDecl, MemoDecl]
 
 
 def variables(term: Any) -> set[str]:

@@ -203,7 +203,7 @@ class Optimizer:
         for mask, version in new_versions.items():
             self.engine.update("StatsVersion", old=(mask, self._versions[mask]), new=(mask, version))
         try:
-            self.engine.run()
+            self.engine.run(deltas=False)
         except BaseException:
             self.engine.discard_pending()
             raise
@@ -267,7 +267,7 @@ class Optimizer:
         versions = {mask: 0 for mask in self._subsets} if self.config.remembers_costs else {}
         self.engine.insert("StatsVersion", list(versions.items()))
         try:
-            self.engine.run()
+            self.engine.run(deltas=False)
         except BaseException:
             self.engine.discard_pending()
             raise

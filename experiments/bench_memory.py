@@ -1,0 +1,74 @@
+"""Memory benchmark: peak resident memory of one optimization per backend, each in its own process.
+
+Optimizes one Join Order Benchmark query (default 26a, 12 relations) from ../shared/workloads/job
+with the IMDB statistics there, once per evaluation backend, each in a fresh Python process so that
+its peak resident set (getrusage) is its own. Prints the time, the peak and the growth over the
+process's footprint before optimizing, and native's share of python's growth.
+
+    .venv/bin/python experiments/bench_memory.py [--query 26a] [--pruning none] [--timeout 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
+
+
+def child(query: str, pruning: str, backend: str) -> None:
+    import reopt
+
+    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
+    sql = (JOB / "queries" / f"{query}.sql").read_text()
+    config = reopt.OptimizerConfig.setting(pruning, backend=backend)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    start = time.perf_counter()
+    optimizer = reopt.Optimizer.from_sql(sql, catalog, config)
+    plan = optimizer.optimize()
+    elapsed = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"backend": backend, "seconds": elapsed, "peak_bytes": peak, "before_bytes": before,
+                      "relations": len(optimizer.query.relations), "cost": plan.cost,
+                      "alternatives": optimizer.metrics().alternatives_in_space}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--query", default="26a")
+    parser.add_argument("--pruning", default="none")
+    parser.add_argument("--backends", default="native,python")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.query, args.pruning, args.child)
+        return
+    results = {}
+    for backend in args.backends.split(","):
+        print(f"optimizing {args.query} on {backend} ...", flush=True)
+        command = [sys.executable, __file__, "--query", args.query, "--pruning", args.pruning, "--child", backend]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True)
+        except subprocess.TimeoutExpired:
+            print(f"  {backend}: over {args.timeout:.0f} s")
+            continue
+        r = results[backend] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"  {backend}: {r['relations']} relations, {r['alternatives']} alternatives, {r['seconds']:.2f} s, "
+              f"peak {r['peak_bytes'] / 2**20:.0f} MB (grew {(r['peak_bytes'] - r['before_bytes']) / 2**20:.0f} MB), "
+              f"cost {r['cost']:.6g}")
+    if "native" in results and "python" in results:
+        n, p = results["native"], results["python"]
+        assert n["cost"] == p["cost"], "the backends chose plans of different cost"
+        share = (n["peak_bytes"] - n["before_bytes"]) / (p["peak_bytes"] - p["before_bytes"])
+        print(f"native's growth is {share:.2f} of python's (target at most 0.20); peak {n['peak_bytes'] / p['peak_bytes']:.2f}; "
+              f"time {p['seconds'] / n['seconds']:.1f}x faster")
+
+
+if __name__ == "__main__":
+    main()
