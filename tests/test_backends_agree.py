@@ -10,10 +10,14 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
+from reopt import Optimizer, OptimizerConfig
 from reopt.datalog import Engine, Program, ProgramError
 from reopt.datalog.errors import EvaluationError
+from reopt.optimizer.optimizer import PRUNING_SETTINGS
+from reopt.optimizer.workloads import generated
 
 from .conftest import needs_backend
+from .test_optimizer_search import delta_for
 
 INPUTS = {"a": 2, "b": 2, "w": 3}
 VARS = ["x", "y", "z"]
@@ -150,3 +154,22 @@ def test_a_self_join_over_two_changed_groups_counts_each_derivation_once():
     engine.update("e", old=(2, 20.0), new=(2, 7.0))
     engine.run()
     assert engine.counts("s") == {(1, 2, 12.0): 1}
+
+
+@settings(max_examples=15)
+@given(shape=st.sampled_from(["chain", "star", "cycle", "random"]), size=st.integers(2, 5),
+       seed=st.integers(0, 10**6), setting=st.sampled_from(sorted(PRUNING_SETTINGS)), data=st.data())
+def test_the_optimizer_program_holds_the_same_state_on_both_backends(shape, size, seed, setting, data):
+    """The optimizer's rules use every engine feature at once (functions, negation, memos and passes,
+    .ordered); after each re-optimization both backends hold the same rows in every relation."""
+    needs_backend("native")
+    query, catalog = generated(shape, size, seed=seed)
+    optimizers = [Optimizer(query, catalog, OptimizerConfig.setting(setting, backend=b)) for b in ("python", "native")]
+    plans = [o.optimize() for o in optimizers]
+    for step in range(data.draw(st.integers(1, 3)) + 1):
+        if step:
+            delta = data.draw(delta_for(query, optimizers[0]))
+            plans = [o.reoptimize(delta) for o in optimizers]
+        assert (plans[0].cost, plans[0].key()) == (plans[1].cost, plans[1].key())
+        for name in optimizers[0].engine.program.relations:
+            assert optimizers[0].engine.rows(name) == optimizers[1].engine.rows(name), name
