@@ -97,6 +97,7 @@ pub struct Engine {
     pub last_touched: Vec<FxHashSet<Row>>,
     pub last_changes: Changes,
     pub generation: u64,
+    pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
 }
 
 impl Engine {
@@ -132,6 +133,7 @@ impl Engine {
             last_touched: vec![FxHashSet::default(); n],
             last_changes: FxHashMap::default(),
             generation: 0,
+            fail_after: None,
         }
     }
 
@@ -173,7 +175,7 @@ impl Engine {
         seeding: bool,
         keep_changes: bool,
     ) -> Result<Vec<usize>, Failure> {
-        let mut journal = Journal::new(!self.is_empty());
+        let mut journal = Journal::new(!self.is_empty(), self.fail_after.take());
         for counters in &mut self.stats_now {
             *counters = [0; 5];
         }

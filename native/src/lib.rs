@@ -210,6 +210,12 @@ impl Core {
         Ok(dict)
     }
 
+    /// Test hook: the next run panics inside the core after `changes` state changes (None: never).
+    #[pyo3(signature = (changes))]
+    fn fail_after(&mut self, changes: Option<u64>) {
+        self.engine.fail_after = changes;
+    }
+
     fn state_size(&self) -> u64 {
         self.engine.state_size()
     }

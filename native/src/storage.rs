@@ -277,19 +277,29 @@ pub enum Undo {
 
 /// The undo steps of one run. A run that starts from an empty state keeps none: undoing it is
 /// clearing everything, and an initial load journals as many steps as it derives rows.
+///
+/// `fail_after` injects a failure for tests: the journal panics once that many state changes have
+/// been made, as a bug in the core would, so that rollback is tested at every step of a run.
 pub struct Journal {
     steps: Vec<Undo>,
     enabled: bool,
+    fail_after: Option<u64>,
 }
 
 impl Journal {
-    pub fn new(enabled: bool) -> Self {
-        Journal { steps: Vec::new(), enabled }
+    pub fn new(enabled: bool, fail_after: Option<u64>) -> Self {
+        Journal { steps: Vec::new(), enabled, fail_after }
     }
 
     pub fn push(&mut self, step: Undo) {
         if self.enabled {
             self.steps.push(step);
+        }
+        if let Some(left) = self.fail_after.as_mut() {
+            if *left == 0 {
+                panic!("failure injected after the requested number of state changes");
+            }
+            *left -= 1;
         }
     }
 

@@ -214,6 +214,12 @@ class Engine:
         self._seeded = True
         return _Deltas(self.program, changes) if deltas else {}
 
+    def inject_failure(self, after_changes: int | None) -> None:
+        """Test hook: the next ``run()`` fails after this many state changes, as a bug in the engine
+        would (a panic inside the native core, an exception in the Python one). It must raise
+        ``EvaluationError`` and leave the engine exactly as before; ``None`` cancels."""
+        self._core.inject_failure(after_changes)
+
     def _bind_functions(self, functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
         declared = self.program.functions
         unknown = sorted(set(functions) - set(declared))

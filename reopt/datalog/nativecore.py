@@ -134,6 +134,9 @@ class NativeCore:
     def counts(self, relation: str) -> dict:
         return self._core.counts(self._ids[relation])
 
+    def inject_failure(self, after_changes: int | None) -> None:
+        self._core.fail_after(after_changes)
+
     def state_size(self) -> int:
         return self._core.state_size()
 

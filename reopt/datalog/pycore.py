@@ -43,6 +43,21 @@ class _Change:
         return iter((self.plus, self.minus))
 
 
+class _FailingJournal(list):
+    """A journal that fails once a number of state changes were made, as a bug would: the test hook
+    behind ``Engine.inject_failure``."""
+
+    def __init__(self, changes: int):
+        super().__init__()
+        self.left = changes
+
+    def append(self, step) -> None:
+        super().append(step)
+        if self.left == 0:
+            raise RuntimeError("failure injected after the requested number of state changes")
+        self.left -= 1
+
+
 class _RuleFailure(Exception):
     def __init__(self, rule, cause: BaseException):
         super().__init__(str(cause))
@@ -74,6 +89,10 @@ class PythonCore:
         self._touched: dict[str, set[Row]] = {}
         self._last_touched: dict[str, set[Row]] = {}
         self.stats = Stats(program.relations)
+        self.fail_after: int | None = None  # test hook: the next run fails after this many state changes
+
+    def inject_failure(self, after_changes: int | None) -> None:
+        self.fail_after = after_changes
 
     @staticmethod
     def unsupported(value: Any) -> str | None:
@@ -115,7 +134,8 @@ class PythonCore:
         """Propagate ``pending`` count changes of base relations; the net visibility change of every
         relation (computed anyway: this backend derives them on the way). On failure the state is
         exactly as before and ``EvaluationError`` says why."""
-        journal: Journal = []
+        journal: Journal = _FailingJournal(self.fail_after) if self.fail_after is not None else []
+        self.fail_after = None
         self.stats.begin()
         self._touched = {}
         try:

@@ -211,13 +211,13 @@ class AggregateState:
 
     def show(self, group: tuple, value: Any, journal: Journal) -> None:
         self.current[group] = value
+        journal.append((self.current.pop, group))  # each change journaled before the next is made
         self.relation.add(self.row(group, value), journal)
-        journal.append((self.current.pop, group))
 
     def hide(self, group: tuple, journal: Journal) -> None:
         value = self.current.pop(group)
-        self.relation.discard(self.row(group, value), journal)
         journal.append((self._reshow, (group, value)))
+        self.relation.discard(self.row(group, value), journal)
 
     def _reshow(self, args) -> None:
         group, value = args

@@ -1,0 +1,90 @@
+"""A failed run leaves the engine exactly as before, whatever step it fails at.
+
+``Engine.inject_failure(n)`` makes the next run fail after n state changes, as a bug would: a panic
+inside the native core (caught there, never reaching the process), an exception in the Python
+backend. For every n up to the run's length the run raises ``EvaluationError``, every relation's
+rows and counts are as before, and the same deltas then run to the same state as an engine that
+never failed.
+"""
+
+import pytest
+
+from reopt.datalog import Engine, EvaluationError, Program
+from reopt.optimizer.optimizer import optimizer_program
+
+from .conftest import EXAMPLES
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def snapshot(engine: Engine) -> dict:
+    return {name: (engine.rows(name), engine.counts(name)) for name in engine.program.relations}
+
+
+def fails_everywhere_and_recovers(engine: Engine, queue, reference: Engine) -> int:
+    """Fail the queued run at step 0, 1, 2, ... until it succeeds; the number of steps it took."""
+    before = snapshot(engine)
+    step = 0
+    while True:
+        queue(engine)
+        engine.inject_failure(step)
+        try:
+            engine.run()
+        except EvaluationError:
+            assert snapshot(engine) == before, f"state changed by the run that failed at step {step}"
+            engine.discard_pending()
+            step += 1
+            continue
+        break
+    queue(reference)
+    reference.run()
+    assert snapshot(engine) == snapshot(reference)
+    return step
+
+
+def test_a_failure_at_any_step_of_an_update_is_rolled_back():
+    program = Program.load(EXAMPLES / "shortest_paths.dl")
+    engine, reference = Engine(program), Engine(program)
+    edges = [(0, 1, 4.0), (0, 2, 1.0), (2, 1, 1.0), (1, 3, 1.0), (3, 2, 5.0)]
+    for e in (engine, reference):
+        e.insert("source", [(0,)])
+        e.insert("edge", edges)
+        e.run()
+
+    def queue(e):
+        e.update("edge", old=(0, 2, 1.0), new=(0, 2, 9.0))
+        e.delete("edge", [(1, 3, 1.0)])
+
+    assert fails_everywhere_and_recovers(engine, queue, reference) > 10
+
+
+def test_a_failure_at_any_step_of_a_first_run_leaves_the_engine_empty():
+    program = Program.load(EXAMPLES / "transitive_closure.dl")
+    engine, reference = Engine(program), Engine(program)
+
+    def queue(e):
+        e.insert("edge", [(1, 2), (2, 3), (3, 1)])
+
+    assert fails_everywhere_and_recovers(engine, queue, reference) > 10
+
+
+def test_a_failure_in_the_optimizer_program_with_memos_is_rolled_back():
+    """Memo passes, negation and ordered release: a failure deep in a re-costing pass undoes it all."""
+    from reopt import Catalog, DeltaStats, Optimizer, OptimizerConfig
+
+    optimizer = Optimizer.from_sql("select * from nation, region where n_regionkey = r_regionkey",
+                                   Catalog.tpch(1), OptimizerConfig.setting("all"))
+    optimizer.optimize()
+    before = optimizer.engine
+    assert before.program is optimizer_program()
+    steps = 0
+    while True:
+        before.inject_failure(steps)
+        try:
+            plan = optimizer.reoptimize(DeltaStats.table("nation", rows=2_000_000))
+        except EvaluationError:
+            steps += 1
+            continue
+        break
+    full = Optimizer(optimizer.query, optimizer.catalog, OptimizerConfig.setting("none")).optimize()
+    assert steps > 20 and (plan.cost, plan.key()) == (full.cost, full.key())
