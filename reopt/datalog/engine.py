@@ -85,30 +85,33 @@ class Engine:
 
     def insert(self, relation: str, rows: Iterable[Iterable[Any]]) -> None:
         """Queue insertions of rows into an input relation (a row inserted twice counts twice)."""
-        checked = self._check_rows(relation, rows)
-        pending = self._pending.setdefault(relation, {})
-        for row in checked:
-            pending[row] = pending.get(row, 0) + 1
+        self._queue_insertions(relation, self._check_rows(relation, rows))
 
     def delete(self, relation: str, rows: Iterable[Iterable[Any]]) -> None:
         """Queue deletions; each row must be present (counting queued changes), else nothing is queued."""
-        checked = self._check_rows(relation, rows)
+        self._queue_deletions(relation, self._check_rows(relation, rows))
+
+    def update(self, relation: str, old: Iterable[Any], new: Iterable[Any]) -> None:
+        """Queue the replacement of one present row by another (a deletion and an insertion)."""
+        old_row, new_row = self._check_rows(relation, [old, new])
+        self._queue_deletions(relation, [old_row])
+        self._queue_insertions(relation, [new_row])
+
+    def _queue_insertions(self, relation: str, rows: list[Row]) -> None:
+        pending = self._pending.setdefault(relation, {})
+        for row in rows:
+            pending[row] = pending.get(row, 0) + 1
+
+    def _queue_deletions(self, relation: str, rows: list[Row]) -> None:
         pending = self._pending.get(relation, {})
         wanted: dict[Row, int] = {}
-        for row in checked:
+        for row in rows:
             wanted[row] = wanted.get(row, 0) + 1
             if self._core.count(relation, row) + pending.get(row, 0) < wanted[row]:
                 raise DeltaError(f"cannot delete {_short(row)} from '{relation}': it is not present")
         pending = self._pending.setdefault(relation, {})
         for row, n in wanted.items():
             pending[row] = pending.get(row, 0) - n
-
-    def update(self, relation: str, old: Iterable[Any], new: Iterable[Any]) -> None:
-        """Queue the replacement of one present row by another (a deletion and an insertion)."""
-        (old_row,) = self._check_rows(relation, [old])
-        self._check_rows(relation, [new])
-        self.delete(relation, [old_row])
-        self.insert(relation, [new])
 
     def discard_pending(self) -> None:
         """Drop the deltas queued since the last successful ``run()``."""
