@@ -77,6 +77,20 @@ def test_raising_function_rolls_back_and_names_the_rule():
     assert snapshot(engine) == before
 
 
+def test_an_engine_error_raised_by_a_function_is_reported_as_the_rule_failing():
+    """The error names the rule on both backends, even when the function raised the engine's own
+    error type (it might evaluate another engine inside)."""
+    def failing(a):
+        raise DeltaError("inner engine refused a row")
+
+    engine = Engine(Program.parse(".input e(x).\n.function f(a) -> (b).\np(y) :- e(x), f(x, y).", "fn.dl"),
+                    {"f": failing})
+    engine.insert("e", [(1,)])
+    with pytest.raises(EvaluationError, match=r"fn\.dl:3:1: .*DeltaError: inner engine refused a row"):
+        engine.run()
+    assert engine.rows("p") == set()
+
+
 def test_type_error_in_a_comparison_rolls_back(paths):
     before = derived_rows(paths)
     paths.insert("edge", [(3, 5, "heavy")])

@@ -1,7 +1,5 @@
 """The procedural optimizers agree with the declarative one: same best cost, same plan key."""
 
-import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 

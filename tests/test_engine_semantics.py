@@ -190,6 +190,18 @@ def test_native_backend_refuses_values_it_cannot_hold_and_names_them(value):
     assert not engine.has_pending
 
 
+class FloatSubclass(float):
+    """A float of another type, as numpy's float64 is."""
+
+
+@pytest.mark.parametrize("value", [float("nan"), FloatSubclass("nan")])
+def test_nan_is_refused_in_a_delta_whatever_its_float_type(value):
+    engine = engine_for(".input e(x).\np(x) :- e(x).")
+    with pytest.raises(DeltaError, match="NaN"):
+        engine.insert("e", [(value,)])
+    assert not engine.has_pending
+
+
 def test_native_backend_refuses_a_function_result_it_cannot_hold():
     needs_backend("native")
     program = Program.parse(".input e(x).\n.function parts(x) -> (p).\np(x, q) :- e(x), parts(x, q).", "f.dl")

@@ -82,7 +82,7 @@ def q5_optimizer(backend):
     """One optimizer per backend, re-optimized across all examples of the property below."""
     key = ("q5", backend)
     if key not in _SHARED:
-        _SHARED[key] = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1))
+        _SHARED[key] = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1), reopt.OptimizerConfig(backend=backend))
     return _SHARED[key]
 
 

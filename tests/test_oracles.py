@@ -1,7 +1,7 @@
 """The engine agrees with independent oracles: pyDatalog for general programs, networkx for graphs."""
 
-import pytest
 import networkx as nx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -652,7 +652,7 @@ impl StratumRun {
         hidden: &FxHashMap<usize, FxHashSet<Row>>,
     ) -> Result<Outputs, Failure> {
         let mut outputs: Outputs = FxHashMap::default();
-        let Engine { rels: _, relations, strata, functions, strings, pystrings, stats_now, .. } = e;
+        let Engine { relations, strata, functions, strings, pystrings, stats_now, .. } = e;
         let stratum = &strata[self.stratum];
         let mut show_indexes: FxHashMap<(usize, usize), KeyIndex> = FxHashMap::default();
         for rule in &stratum.rules {

@@ -18,13 +18,13 @@ from typing import Any, Callable, Iterable, Iterator
 
 from . import nativecore
 from .errors import DatalogError, DeltaError, EvaluationError, ProgramError
+from .nativecore import INT_MAX, INT_MIN
 from .program import Program
 from .pycore import PythonCore
 from .stats import Stats
 from .storage import Row
 
 BACKENDS = ("native", "python")
-_INT64 = (-(2**63), 2**63 - 1)  # integers every backend holds; others are asked of the core
 
 
 def default_backend() -> str:
@@ -146,15 +146,13 @@ class Engine:
                 raise DeltaError(f"row {_short(row)} for '{relation}' holds an unhashable value") from None
             for value in row:
                 kind = type(value)
-                if kind is float:
-                    if value != value:
-                        raise DeltaError(f"row {_short(row)} for '{relation}' holds NaN, which no relation may hold")
-                elif kind is str or kind is bool or (kind is int and _INT64[0] <= value <= _INT64[1]):
-                    continue
-                else:
-                    problem = self._core.unsupported(value)
-                    if problem:
-                        raise DeltaError(f"row {_short(row)} for '{relation}': {problem}")
+                if kind is str or kind is bool or (kind is int and INT_MIN <= value <= INT_MAX):
+                    continue  # the common values, held by every backend
+                if isinstance(value, float) and value != value:
+                    raise DeltaError(f"row {_short(row)} for '{relation}' holds NaN, which no relation may hold")
+                problem = self._core.unsupported(value)
+                if problem:
+                    raise DeltaError(f"row {_short(row)} for '{relation}': {problem}")
             checked.append(row)
         return checked
 

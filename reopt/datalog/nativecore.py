@@ -23,7 +23,7 @@ except ImportError as exc:  # built by setuptools-rust; absent where no Rust too
 else:
     _IMPORT_ERROR = None
 
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # the integers the native backend holds (every backend holds these)
 
 
 def available() -> bool:
@@ -157,8 +157,6 @@ class NativeCore:
                 raise EvaluationError(f"{rule.location}: evaluating '{rule}' failed: {kind}: {message}") from None
             if not isinstance(cause, Exception):
                 raise cause  # KeyboardInterrupt and the like pass through, the state already rolled back
-            if isinstance(cause, DatalogError):
-                raise cause
             raise EvaluationError(
                 f"{rule.location}: evaluating '{rule}' failed: {type(cause).__name__}: {cause}") from cause
         except _native.CoreError as exc:

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from .errors import ProgramError
 from .pycompile import compile_plan
-from .syntax import Aggregate, Atom, BinOp, Comparison, Const, FunctionDecl, Neg, Rule, Var, Wildcard, variables
+from .syntax import Aggregate, BinOp, Comparison, Const, FunctionDecl, Neg, Rule, Var, Wildcard, variables
 
 NEW = "new"
 OLD = "old"
