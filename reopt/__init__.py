@@ -1,5 +1,7 @@
 """reopt: incremental query re-optimization for Apache Spark, written as recursive datalog rules."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .optimizer import (
     Catalog,
     CostWeights,
@@ -10,11 +12,17 @@ from .optimizer import (
     Plan,
     Query,
     QueryError,
+    QueryTooLargeError,
     StatisticsError,
     UnsupportedSQLError,
 )
 
+try:
+    __version__ = version("reopt")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "Catalog", "CostWeights", "DeltaStats", "Optimizer", "OptimizerConfig", "OptimizerError", "Plan", "Query",
-    "QueryError", "StatisticsError", "UnsupportedSQLError",
+    "QueryError", "QueryTooLargeError", "StatisticsError", "UnsupportedSQLError", "__version__",
 ]

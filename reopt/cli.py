@@ -4,14 +4,17 @@
 micro-batch run with the current plan and re-optimized from what Spark observed, against the
 initial plan kept static. ``reopt engine-demo`` shows the incremental datalog engine alone: shortest
 paths on a random graph kept up to date under single-edge changes, each checked against networkx.
-``reopt explain QUERY.sql --tpch SCALE`` (or ``--stats FILE.json``) prints the best plan of a query.
+``reopt explain QUERY.sql --tpch SCALE`` (or ``--stats FILE.json``) prints the best plan of a query
+(``--format text|json|dot``).
 ``reopt eval RULES.dl --facts FACTS.json`` evaluates any rule file on facts given as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+from importlib import resources
 import json
+import os
 import random
 import statistics
 import sys
@@ -22,17 +25,24 @@ import networkx as nx
 from rich.console import Console
 from rich.table import Table
 
+from . import __version__
 from .datalog import DatalogError, Engine, Program
 from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError
 from .optimizer.optimizer import PRUNING_SETTINGS
 
-RULES = Path(__file__).resolve().parent.parent / "rules"
+EXAMPLES = resources.files("reopt") / "rules" / "examples"
 
 
 def _demo(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from .spark.demo import compare
+    try:
+        from .spark.demo import compare
+    except ModuleNotFoundError as exc:
+        if exc.name != "pyspark":
+            raise
+        print("error: reopt demo runs on Spark, which is not installed: pip install 'reopt[spark]'", file=sys.stderr)
+        return 2
     from .spark.drift import DriftConfig
     from .spark.session import local_session
 
@@ -70,7 +80,8 @@ def _engine_demo(args: argparse.Namespace) -> int:
         x, y = rng.randrange(nodes), rng.randrange(nodes)
         if x != y:
             edges[(x, y)] = float(rng.randint(1, 100))
-    engine = Engine(Program.load(RULES / "examples" / "shortest_paths.dl"))
+    example = EXAMPLES / "shortest_paths.dl"
+    engine = Engine(Program.parse(example.read_text(encoding="utf-8"), source=str(example)))
     engine.insert("source", [(0,)])
     engine.insert("edge", [(x, y, w) for (x, y), w in edges.items()])
     start = time.perf_counter()
@@ -129,18 +140,27 @@ def _explain(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot read {args.query}: {exc.strerror}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:
+        print(f"error: {args.query} is not UTF-8 text (byte {exc.start})", file=sys.stderr)
+        return 2
     catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
     start = time.perf_counter()
     plan = Optimizer.from_sql(sql, catalog).optimize()
     elapsed = time.perf_counter() - start
-    print(plan.explain())
-    print(f"join order: {plan.join_order()}")
-    print(f"cost: {plan.cost:.6g}  (optimized in {elapsed * 1000:.1f} ms)")
+    if args.format == "json":
+        print(json.dumps(plan.to_dict(), indent=2))
+    elif args.format == "dot":
+        print(plan.to_dot())
+    else:
+        print(plan.explain())
+        print(f"join order: {plan.join_order()}")
+        print(f"cost: {plan.cost:.6g} core-s  (optimized in {elapsed * 1000:.1f} ms)")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="reopt", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the main job: an adaptive stream on Spark against a static plan")
     demo.add_argument("--batches", type=int, default=12, help="micro-batches (default 12)")
@@ -163,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--tpch", type=float, default=1.0, metavar="SCALE",
                         help="use TPC-H statistics at this scale factor (default 1)")
     source.add_argument("--stats", metavar="FILE.json", help="use statistics from a JSON file")
+    explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
+                         help="text (default), json (Plan.to_dict) or dot (Graphviz: reopt explain ... | dot -Tpng)")
     explain.set_defaults(handler=_explain)
     evaluate = sub.add_parser("eval", help="evaluate a rule file on JSON facts")
     evaluate.add_argument("rules", help="a .dl rule file")
@@ -175,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     except (DatalogError, OptimizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader (say, head) stopped reading: stop quietly, as other command-line tools do, and
+        # point stdout at /dev/null so that flushing it at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ settings.register_profile("deep", max_examples=1000, deadline=None, suppress_hea
 settings.load_profile(os.environ.get("REOPT_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "rules" / "examples"
+EXAMPLES = ROOT / "reopt" / "rules" / "examples"
 
 
 def pytest_configure(config):

@@ -8,7 +8,7 @@ from .conftest import EXAMPLES, ROOT
 
 
 def test_explain_prints_the_plan_tree_and_join_order(capsys):
-    assert main(["explain", str(ROOT / "queries" / "q5.sql"), "--tpch", "1"]) == 0
+    assert main(["explain", str(ROOT / "reopt" / "queries" / "q5.sql"), "--tpch", "1"]) == 0
     out = capsys.readouterr().out
     assert "scan region" in out and "join order: " in out and "cost: " in out
 
@@ -48,3 +48,25 @@ def test_engine_demo_ends_with_a_summary_line(capsys):
     assert main(["engine-demo", "--edges", "300", "--updates", "3"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("summary: edges=300 ")
+
+
+def test_explain_as_json_is_the_plan_as_data(capsys):
+    assert main(["explain", str(ROOT / "reopt" / "queries" / "q3.sql"), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["root"]["operator"].endswith("join")
+    assert sorted(plan["root"]["relations"]) == ["customer", "lineitem", "orders"]
+    assert plan["cost"] > 0 and plan["cost_unit"].startswith("core-s")
+
+
+def test_explain_as_dot_draws_one_box_per_operator(capsys):
+    assert main(["explain", str(ROOT / "reopt" / "queries" / "q3.sql"), "--format", "dot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("digraph plan {") and out.rstrip().endswith("}")
+    assert out.count("->") == out.count("[label=") - 1  # a tree: one edge fewer than nodes
+
+
+def test_explain_of_a_file_not_in_utf8_is_an_error(tmp_path, capsys):
+    query = tmp_path / "q.sql"
+    query.write_bytes(b"select * from \xff")
+    assert main(["explain", str(query)]) == 2
+    assert "not UTF-8" in capsys.readouterr().err

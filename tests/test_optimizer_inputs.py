@@ -138,6 +138,10 @@ def q3():
     (lambda: reopt.DeltaStats.cost_factor("nested_loop", 2), "unknown operator"),
     (lambda: reopt.DeltaStats.cost_factor("scan", 0), "cost factor"),
     (lambda: reopt.DeltaStats.table("orders", rows=10) + reopt.DeltaStats.table("orders", rows=-1), "rows"),
+    (lambda: reopt.DeltaStats.table("lineitem", rows=1e300), "at most 1e\\+18"),
+    (lambda: reopt.DeltaStats.table("lineitem", rows=10**400), r"\(401 characters\)"),
+    (lambda: reopt.DeltaStats.table("lineitem", width=1e308), "width of table 'lineitem'"),
+    (lambda: reopt.DeltaStats.selectivity("c_custkey = o_custkey", 10**400), r"\(0, 1\]"),
 ])
 def test_bad_delta_raises_and_leaves_the_optimizer_unchanged(q3, delta, message):
     before_catalog, before_plan = q3.catalog, q3.optimize()
@@ -146,6 +150,15 @@ def test_bad_delta_raises_and_leaves_the_optimizer_unchanged(q3, delta, message)
     assert q3.catalog == before_catalog
     after = q3.optimize()
     assert (after.cost, after.key()) == (before_plan.cost, before_plan.key())
+
+
+def test_statistics_at_their_largest_keep_every_cost_finite_and_exact(q3):
+    delta = (reopt.DeltaStats.table("lineitem", rows=1e18, width=1e18)
+             + reopt.DeltaStats.table("orders", rows=1e18, width=1e18) + reopt.DeltaStats.cost_factor("scan", 1e18))
+    plan = q3.reoptimize(delta)
+    full = reopt.Optimizer(q3.query, q3.catalog).optimize()
+    assert math.isfinite(plan.cost)
+    assert (plan.cost, plan.key()) == (full.cost, full.key())
 
 
 def test_selectivity_delta_accepts_unqualified_or_reversed_predicates(q3):
@@ -158,3 +171,29 @@ def test_explain_shows_operator_strategy_property_rows_and_cost(q3):
     assert "scan lineitem" in text
     assert "rows=" in text and "cost=" in text and "[any]" in text
     assert "build:" in text
+
+
+def test_a_reoptimized_plan_equals_the_full_optimization_it_matches(q3):
+    plan = q3.reoptimize(reopt.DeltaStats.table("orders", rows=10))
+    assert plan == reopt.Optimizer(q3.query, q3.catalog).optimize()
+    assert plan != reopt.Optimizer(q3.query, CATALOG).optimize()
+
+
+def test_explain_names_both_columns_of_each_join_key_and_the_cost_unit(q3):
+    text = q3.optimize().explain()
+    assert "lineitem.l_orderkey = orders.o_orderkey" in text
+    assert "core-s" in text
+
+
+def test_a_plan_as_a_dict_has_every_operator_with_its_join_predicates(q3):
+    plan = q3.optimize()
+    data = plan.to_dict()
+
+    def flatten(node):
+        return [child_op for child in node["children"] for child_op in flatten(child)] + [node]
+
+    nodes = flatten(data["root"])
+    assert [n["operator"] for n in nodes] == [n.op for n in plan.nodes()]  # children before parents
+    assert all(n["predicates"] and all(" = " in p for p in n["predicates"])
+               for n in nodes if n["operator"].endswith("join"))
+    assert json.loads(json.dumps(data)) == data

@@ -28,7 +28,7 @@ class ProceduralBase:
         self.query = query
         self.config = config or OptimizerConfig()
         self.catalog = catalog.copy()
-        self.space = PlanSpace(query)
+        self.space = PlanSpace(query, self.config.max_join_pairs)
         self.costs = CostModel(self.config.weights)
         self._refresh_statistics()
 

@@ -1,10 +1,10 @@
 """reopt.optimizer: the query model, statistics, plan space and cost model, and the declarative
-optimizer that runs rules/optimizer.dl on the incremental engine."""
+optimizer that runs reopt/rules/optimizer.dl on the incremental engine."""
 
 from .catalog import Catalog, ColumnStats, TableStats
 from .cost import CostModel, CostWeights
 from .deltas import DeltaStats
-from .errors import OptimizerError, QueryError, StatisticsError, UnsupportedSQLError
+from .errors import OptimizerError, QueryError, QueryTooLargeError, StatisticsError, UnsupportedSQLError
 from .optimizer import Optimizer, OptimizerConfig, OptimizerMetrics
 from .plan import Plan, PlanNode
 from .query import Query, QueryBuilder
@@ -13,5 +13,5 @@ from .sql import parse_sql
 __all__ = [
     "Catalog", "ColumnStats", "TableStats", "CostModel", "CostWeights", "DeltaStats", "Optimizer",
     "OptimizerConfig", "OptimizerMetrics", "Plan", "PlanNode", "Query", "QueryBuilder", "parse_sql", "OptimizerError",
-    "QueryError", "StatisticsError", "UnsupportedSQLError",
+    "QueryError", "QueryTooLargeError", "StatisticsError", "UnsupportedSQLError",
 ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,19 +43,30 @@ class TableStats:
         return self.width / max(1, len(self.columns))
 
 
+# The largest count, size, width or factor a statistic may hold. Anything a real system measures is
+# far below it, and with it every estimate and cost stays a finite float (see estimate.MAX_ROWS).
+MAX_STATISTIC = 1e18
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
+
+
 def check_count(value: Any, what: str, allow_zero: bool = True) -> float:
-    """A finite, non-negative number, or a ``StatisticsError`` naming ``what`` and the value."""
+    """A non-negative number at most ``MAX_STATISTIC``, or a ``StatisticsError`` naming ``what`` and
+    the value."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise StatisticsError(f"{what} must be a number, got {value!r}")
-    if math.isnan(value) or math.isinf(value) or value < 0 or (not allow_zero and value == 0):
-        bound = "positive" if not allow_zero else "non-negative"
-        raise StatisticsError(f"{what} must be a finite {bound} number, got {value!r}")
+        raise StatisticsError(f"{what} must be a number, got {_shown(value)}")
+    bound = "positive" if not allow_zero else "non-negative"
+    if value != value or not (0 <= value <= MAX_STATISTIC) or (not allow_zero and value == 0):
+        raise StatisticsError(f"{what} must be a {bound} number of at most {MAX_STATISTIC:.0e}, got {_shown(value)}")
     return float(value)
 
 
 def check_selectivity(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not 0 < value <= 1:
-        raise StatisticsError(f"{what}: a selectivity must lie in (0, 1], got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise StatisticsError(f"{what}: a selectivity must lie in (0, 1], got {_shown(value)}")
     return float(value)
 
 

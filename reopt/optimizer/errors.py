@@ -18,3 +18,8 @@ class QueryError(OptimizerError):
 
 class UnsupportedSQLError(QueryError):
     """The SQL uses a construct the optimizer does not support; the message names it."""
+
+
+class QueryTooLargeError(OptimizerError):
+    """The query's plan space is larger than the configured limit; it is refused before it is built.
+    The message gives the query's size and the limit to raise."""

@@ -8,16 +8,29 @@ equal from-scratch ones only if the floats do).
 Widths count only the columns a relation contributes (join keys and what the SQL's final step
 uses); scans read those plus the columns their filters test, as Spark's column pruning does.
 
+Equi-joins count once per key equivalence class, never once per predicate written: the columns the
+equalities inside E connect are all equal, and a connected group of k columns contributes k-1
+selectivities, as PostgreSQL's equivalence classes and Spark's join estimation do. Redundant,
+transitive and repeated predicates (JOB writes ``t.id = mc.movie_id``, ``t.id = mi.movie_id`` and
+``mc.movie_id = mi.movie_id``) change no estimate. Within a group, selectivities learnt at run time
+come first (Kruskal's rule in one canonical order: each learnt predicate counts unless earlier ones
+already made its columns equal); what they leave unjoined is estimated under the containment
+assumption: with the parts' distinct counts (each the smallest of its columns), every part but the
+one with the fewest distinct values divides by its count. With no learnt selectivity that is
+1/max(ndv) for two columns, and the product of all distinct counts but the smallest for k.
+
 Observed cardinalities correct estimates consistently. Observations are taken in order of size;
 each one's residual (observed rows over the current estimate) goes
 
 * to a join predicate's selectivity, when exactly one predicate inside the observed expression is
-  not yet fixed by a smaller observation: every expression containing that predicate is corrected,
+  not yet fixed by a smaller observation (it becomes learnt, with the selectivity that gives the
+  observed rows): every expression containing that predicate is corrected,
   including ones never observed (observing {a, b} and {a, b, c} reveals the selectivity of the
   predicate joining c, and so {a, c} too);
 * otherwise to the expression itself, and every expression containing it inherits the correction.
 
-Either way each observed expression gets exactly its observed rows. Estimates never go below one row.
+Either way each observed expression gets exactly its observed rows. Estimates never go below one row
+nor above ``MAX_ROWS``.
 """
 
 from __future__ import annotations
@@ -26,7 +39,7 @@ from dataclasses import dataclass
 
 from .catalog import Catalog
 from .query import Query
-from .selectivity import conjunction_selectivity, join_selectivity
+from .selectivity import clamp, conjunction_selectivity
 
 
 def _width(stats, columns: set[str] | None) -> float:
@@ -34,6 +47,44 @@ def _width(stats, columns: set[str] | None) -> float:
     if columns is None:
         return stats.width
     return sum(stats.column_width(c) for c in sorted(columns)) or 1.0
+
+
+# Estimates saturate here: a join of many huge tables with unselective predicates would otherwise
+# overflow to inf (and costs to NaN). Saturating is monotone, so costs stay monotone in their inputs.
+MAX_ROWS = 1e30
+
+
+@dataclass
+class _Join:
+    pair: int  # the mask of the two relations it joins
+    ends: tuple[int, int]  # its two columns, numbered
+    learnt: float | None  # its selectivity as learnt at run time (an override or an observation)
+    text: str
+
+
+class _Partition:
+    """Union-find over column numbers."""
+
+    def __init__(self) -> None:
+        self._parent: dict[int, int] = {}
+
+    def find(self, c: int) -> int:
+        self._parent.setdefault(c, c)
+        while self._parent[c] != c:
+            self._parent[c] = self._parent[self._parent[c]]
+            c = self._parent[c]
+        return c
+
+    def union(self, a: int, b: int) -> bool:
+        """Merge the parts of a and b; False if they were one part already."""
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return False
+        self._parent[max(a, b)] = min(a, b)
+        return True
+
+    def members(self) -> list[int]:
+        return list(self._parent)
 
 
 @dataclass(frozen=True)
@@ -64,35 +115,61 @@ class Estimator:
             self._leaf_rows.append(stats.rows * selectivity)
             self._widths.append(_width(stats, out_columns))
             self._scanned.append(stats.rows * _width(stats, read_columns))
-        self._joins: list[list] = []  # [pair mask, selectivity], in canonical order
+        column_ids: dict[object, int] = {}
+        self._ndv: list[float] = []
+        self._joins: list[_Join] = []
         for p in sorted(query.joins, key=lambda p: p.text):
-            sel = catalog.selectivities.get(p.text) or join_selectivity(
-                catalog, query.table_of(p.left.alias), p.left.column, query.table_of(p.right.alias), p.right.column)
-            self._joins.append([query.bit(p.left.alias) | query.bit(p.right.alias), sel])
+            ends = []
+            for ref in (p.left, p.right):
+                if ref not in column_ids:
+                    column_ids[ref] = len(column_ids)
+                    self._ndv.append(max(catalog.column(query.table_of(ref.alias), ref.column).ndv, 1.0))
+                ends.append(column_ids[ref])
+            self._joins.append(_Join(query.bit(p.left.alias) | query.bit(p.right.alias), (ends[0], ends[1]),
+                                     catalog.selectivities.get(p.text), p.text))
         self._corrections: list[tuple[int, float]] = []
         observed = sorted(((query.mask(names), rows) for names, rows in catalog.observed.items()
                            if set(names) <= set(query.aliases)), key=lambda mr: (bin(mr[0]).count("1"), mr[0]))
         self._observed = {mask: max(rows, 1.0) for mask, rows in observed}
-        fixed: set[int] = set()
+        fixed: set[str] = set()
         for mask, rows in observed:
-            residual = max(rows, 1.0) / max(self._corrected(mask), 1.0)
-            inside = [join for join in self._joins if join[0] & mask == join[0]]
-            open_joins = [join for join in inside if join[0] not in fixed]
+            inside = [join for join in self._joins if join.pair & mask == join.pair]
+            open_joins = [join for join in inside if join.text not in fixed]
             if len(open_joins) == 1:
-                open_joins[0][1] *= residual
+                join = open_joins[0]
+                join.learnt = 1.0  # counted first, so the estimate without it is what remains
+                join.learnt = clamp(max(rows, 1.0) / max(self._corrected(mask), 1e-300))
             else:
-                self._corrections.append((mask, residual))
-            fixed.update(join[0] for join in inside)
+                self._corrections.append((mask, max(rows, 1.0) / max(self._corrected(mask), 1.0)))
+            fixed.update(join.text for join in inside)
+
+    def _join_selectivity(self, mask: int) -> float:
+        """The product of the selectivities that count for ``mask`` (see the module docstring)."""
+        inside = [join for join in self._joins if join.pair & mask == join.pair]
+        equal, part = _Partition(), _Partition()
+        for join in inside:
+            equal.union(*join.ends)
+        selectivity = 1.0
+        for join in sorted((j for j in inside if j.learnt is not None), key=lambda j: (-j.learnt, j.text)):
+            if part.union(*join.ends):
+                selectivity *= join.learnt
+        parts: dict[int, dict[int, float]] = {}  # group -> part -> the part's distinct count
+        for column in sorted(equal.members()):
+            root = part.find(column)
+            counts = parts.setdefault(equal.find(column), {})
+            counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
+        for group in sorted(parts):
+            ndvs = sorted(parts[group].values())
+            for ndv in ndvs[1:]:
+                selectivity *= clamp(1.0 / ndv)
+        return selectivity
 
     def _base(self, mask: int) -> float:
         rows = 1.0
         for i, leaf in enumerate(self._leaf_rows):
             if mask >> i & 1:
                 rows *= leaf
-        for pair, sel in self._joins:
-            if pair & mask == pair:
-                rows *= sel
-        return rows
+        return rows * self._join_selectivity(mask)
 
     def _corrected(self, mask: int) -> float:
         rows = self._base(mask)
@@ -103,7 +180,7 @@ class Estimator:
 
     def rows(self, mask: int) -> float:
         observed = self._observed.get(mask)
-        return observed if observed is not None else max(self._corrected(mask), 1.0)
+        return observed if observed is not None else min(max(self._corrected(mask), 1.0), MAX_ROWS)
 
     def stats(self, mask: int) -> ExprStats:
         width = 0.0

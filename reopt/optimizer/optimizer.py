@@ -1,4 +1,4 @@
-"""The declarative optimizer: rules/optimizer.dl evaluated by the incremental engine.
+"""The declarative optimizer: reopt/rules/optimizer.dl evaluated by the incremental engine.
 
 ``optimize()`` loads the query and its statistics as facts and reads the best plan out of
 ``BestPlan``; ``reoptimize(delta)`` turns a ``DeltaStats`` into updates of the ``Stats`` and
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
 
 from ..datalog import Engine, Program
 from ..datalog.engine import BACKENDS
@@ -26,12 +26,11 @@ from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
 from .sql import parse_sql
 
-RULES = Path(__file__).resolve().parents[2] / "rules" / "optimizer.dl"
-
-
 @functools.lru_cache(maxsize=1)
 def optimizer_program() -> Program:
-    return Program.load(RULES)
+    """The optimizer's rules, read from the installed package (reopt/reopt/rules/optimizer.dl)."""
+    rules = resources.files("reopt") / "rules" / "optimizer.dl"
+    return Program.parse(rules.read_text(encoding="utf-8"), source=str(rules))
 
 
 BYTES_PER_VALUE = 8  # state_bytes counts every held value as one 8-byte word
@@ -89,6 +88,8 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
+DEFAULT_MAX_JOIN_PAIRS = 1_000_000
+
 PRUNING_SETTINGS = {
     "none": (False, False, False),
     "aggsel": (True, False, False),
@@ -114,10 +115,17 @@ class OptimizerConfig:
     reference_counting: bool = True
     recursive_bounding: bool = True
     backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
+    # The largest plan space accepted, in connected splits (pairs of sub-expressions joined): a query
+    # with more raises QueryTooLargeError before anything is built. None: no limit.
+    max_join_pairs: int | None = DEFAULT_MAX_JOIN_PAIRS
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
             raise OptimizerError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if self.max_join_pairs is not None and (
+                isinstance(self.max_join_pairs, bool) or not isinstance(self.max_join_pairs, int)
+                or self.max_join_pairs < 1):
+            raise OptimizerError(f"max_join_pairs must be a positive int or None, got {self.max_join_pairs!r}")
 
     @classmethod
     def setting(cls, name: str, weights: CostWeights | None = None, backend: str | None = None) -> "OptimizerConfig":
@@ -146,7 +154,7 @@ class Optimizer:
         self.config = config or OptimizerConfig()
         self._check_catalog(catalog)
         self._catalog = catalog.copy()
-        self.space = PlanSpace(query)
+        self.space = PlanSpace(query, self.config.max_join_pairs)
         self.costs = CostModel(self.config.weights)
         self.engine = Engine(optimizer_program(), {
             "Fn_split": self.space.split,

@@ -63,8 +63,11 @@ class SpaceSize:
 class PlanSpace:
     """Enumerates alternatives for one query; memoizes splits, as the reference paper does."""
 
-    def __init__(self, query: Query):
+    def __init__(self, query: Query, max_pairs: int | None = None):
+        """``max_pairs`` refuses (``QueryTooLargeError``) a query with more connected splits than
+        that, after enumerating at most that many."""
         self.query = query
+        query.connected_pairs(max_pairs)
         self._memo: dict[tuple[int, str], list[tuple]] = {}
         self._halves: dict[int, list[tuple[int, int, str]]] = {}
         self._size: SpaceSize | None = None
@@ -100,19 +103,15 @@ class PlanSpace:
 
     def halves(self, expr: int) -> list[tuple[int, int, list[str]]]:
         """Ordered pairs (l, r) of connected halves of ``expr`` with their join key classes."""
-        known = self._halves.get(expr)
-        if known is not None:
-            return known
-        query, pairs = self.query, []
-        sub = (expr - 1) & expr
-        while sub:
-            rest = expr ^ sub
-            if query.is_connected(sub) and query.is_connected(rest):
-                pairs.append((sub, rest, query.join_keys(sub, rest)))
-            sub = (sub - 1) & expr
-        pairs.sort()
-        self._halves[expr] = pairs
-        return pairs
+        if not self._halves:
+            by_union: dict[int, list[tuple[int, int, list[str]]]] = {}
+            for a, b in self.query.connected_pairs():
+                keys = self.query.join_keys(a, b)
+                by_union.setdefault(a | b, []).extend(((a, b, keys), (b, a, keys)))
+            for pairs in by_union.values():
+                pairs.sort()
+            self._halves = by_union
+        return self._halves.get(expr, [])
 
     def _alternatives(self, expr: int, prop: str) -> list[tuple]:
         out: list[tuple] = []

@@ -7,12 +7,13 @@ makes expressions cheap, hashable datalog values, and subset tests single instru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import sqlglot
 from sqlglot import exp
 
-from .errors import QueryError
+from .errors import QueryError, QueryTooLargeError
+from .subgraphs import TooMany, ccp_pairs, connected_sets
 
 
 @dataclass(frozen=True, order=True)
@@ -64,8 +65,9 @@ class Query:
         if len(set(self.aliases)) != len(self.aliases):
             raise QueryError(f"relation names must be unique: {', '.join(self.aliases)}")
         self._bit = {alias: 1 << i for i, alias in enumerate(self.aliases)}
-        self.joins = list(joins)
-        self.filters = list(filters)
+        # A predicate written twice holds once: it must not be counted twice.
+        self.joins = list({p.text: p for p in reversed(list(joins))}.values())[::-1]
+        self.filters = list({f.text: f for f in reversed(list(filters))}.values())[::-1]
         self.select = select
         for predicate in self.joins:
             for ref in (predicate.left, predicate.right):
@@ -81,6 +83,8 @@ class Query:
             self.adjacency[i] |= 1 << j
             self.adjacency[j] |= 1 << i
         self._connected: dict[int, bool] = {}
+        self._connected_sets: list[int] | None = None
+        self._pairs: list[tuple[int, int]] | None = None
         if not self.is_connected(self.full):
             parts = self._components()
             raise QueryError(
@@ -89,6 +93,11 @@ class Query:
                 + "); add the missing join predicates"
             )
         self.key_class = self._key_classes()
+        self._edges: list[list[tuple[int, str]]] = [[] for _ in self.aliases]  # (other end's bit, class)
+        for p in self.joins:
+            a, b = self.bit(p.left.alias), self.bit(p.right.alias)
+            self._edges[a.bit_length() - 1].append((b, self.key_class[p.left]))
+            self._edges[b.bit_length() - 1].append((a, self.key_class[p.left]))
 
     # -- relations and expressions -----------------------------------------------------------
 
@@ -135,11 +144,30 @@ class Query:
         self._connected[mask] = result
         return result
 
-    def connected_subsets(self) -> Iterator[int]:
-        """Every connected sub-expression, in increasing mask order."""
-        for mask in range(1, self.full + 1):
-            if self.is_connected(mask):
-                yield mask
+    def connected_subsets(self) -> list[int]:
+        """Every connected sub-expression, in increasing mask order (enumerated in time proportional
+        to their number, never by testing every subset)."""
+        if self._connected_sets is None:
+            self._connected_sets = connected_sets(self.adjacency)
+        return list(self._connected_sets)
+
+    def connected_pairs(self, limit: int | None = None) -> list[tuple[int, int]]:
+        """Every split of a connected sub-expression into two connected halves, each unordered pair
+        once (see ``subgraphs.ccp_pairs``). More than ``limit`` raises ``QueryTooLargeError`` after
+        counting at most that many."""
+        if self._pairs is None:
+            try:
+                self._pairs = ccp_pairs(self.adjacency, limit)
+            except TooMany:
+                raise QueryTooLargeError(
+                    f"the query joins {len(self.aliases)} relations into more than {limit:,} connected "
+                    "pairs of sub-expressions, the configured limit (OptimizerConfig.max_join_pairs); "
+                    "exact optimization must hold every pair") from None
+        if limit is not None and len(self._pairs) > limit:
+            raise QueryTooLargeError(
+                f"the query joins {len(self.aliases)} relations into {len(self._pairs):,} connected pairs "
+                f"of sub-expressions, over the configured limit of {limit:,} (OptimizerConfig.max_join_pairs)")
+        return list(self._pairs)
 
     def _components(self) -> list[int]:
         remaining, parts = self.full, []
@@ -194,7 +222,14 @@ class Query:
 
     def join_keys(self, left: int, right: int) -> list[str]:
         """The key-equivalence classes joining two expressions, sorted by name."""
-        return sorted({self.key_class[p.left] for p in self.joins_between(left, right)})
+        if left.bit_count() > right.bit_count():
+            left, right = right, left
+        classes = set()
+        while left:
+            low = left & -left
+            left ^= low
+            classes.update(key for other, key in self._edges[low.bit_length() - 1] if other & right)
+        return sorted(classes)
 
     def _key_classes(self) -> dict[ColumnRef, str]:
         parent: dict[ColumnRef, ColumnRef] = {}

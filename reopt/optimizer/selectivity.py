@@ -6,7 +6,7 @@
 * ``LIKE``: 1/10 (1/ndv without wildcards); ``IS NULL``: 1/100; anything else: 1/3
 * ``AND``: product, ``OR``: inclusion-exclusion, ``NOT``: complement; but range predicates on one
   column (``a >= x AND a < y``) are merged into the fraction of the range they leave
-* join ``a.x = b.y``: 1 / max(ndv(a.x), ndv(b.y))
+* joins: 1 / max(ndv(a.x), ndv(b.y)) per key equivalence class, in ``estimate.py``
 
 Every result lies in (0, 1]. A selectivity learnt at run time (the catalog's overrides) wins.
 """
@@ -18,7 +18,7 @@ import datetime as dt
 
 from sqlglot import exp
 
-from .catalog import Catalog, ColumnStats, TableStats
+from .catalog import ColumnStats, TableStats
 
 MIN_SELECTIVITY = 1e-9
 DEFAULT = 1 / 3
@@ -26,11 +26,6 @@ DEFAULT = 1 / 3
 
 def clamp(value: float) -> float:
     return min(1.0, max(MIN_SELECTIVITY, value))
-
-
-def join_selectivity(catalog: Catalog, left_table: str, left_col: str, right_table: str, right_col: str) -> float:
-    ndv = max(catalog.column(left_table, left_col).ndv, catalog.column(right_table, right_col).ndv, 1.0)
-    return clamp(1.0 / ndv)
 
 
 def filter_selectivity(expression: exp.Expression, table: TableStats) -> float:

@@ -1,15 +1,15 @@
-"""Queries to optimize: TPC-H Q3, Q5, Q10 and the reference paper's Q8Join (from queries/*.sql),
+"""Queries to optimize: TPC-H Q3, Q5, Q10 and the reference paper's Q8Join (package data: reopt/queries/*.sql),
 and generated join graphs of every shape with random statistics."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
+from importlib import resources
 
 from .catalog import Catalog, ColumnStats, TableStats
 from .query import Query
 
-QUERIES = Path(__file__).resolve().parents[2] / "queries"
+QUERIES = resources.files("reopt") / "queries"
 
 # TPC-H Q3, Q5, Q10 as in the specification, and Q8Join from Table 5 of the reference paper.
 TPCH = {name: (QUERIES / f"{name.lower()}.sql").read_text(encoding="utf-8") for name in ("Q3", "Q5", "Q10", "Q8Join")}

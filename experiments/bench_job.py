@@ -1,0 +1,267 @@
+"""Join Order Benchmark at full size: every query, each optimizer, each in its own process.
+
+For each of the 113 queries in ../shared/workloads/job (IMDB statistics from the same folder):
+relations, connected sub-expressions and connected splits (the size of the space), and four
+optimizers each run in a fresh process under ``--timeout`` seconds:
+
+* ``default``: the declarative optimizer as shipped (``OptimizerConfig()``), then re-optimized after
+  each change below (each change applied to the original statistics, and undone after);
+* ``none``: the declarative optimizer with no pruning, re-optimized the same way;
+* ``topdown``: the Volcano-style baseline, then a full top-down optimization of each changed catalog
+  (what incremental re-optimization is measured against);
+* ``bottomup``: the System R-style baseline.
+
+The changes: the selectivity of the query's first join predicate (by text) x8 and x1/8, and the row
+count of its largest table x8. Times are the process's CPU seconds. A timeout, or a peak resident set
+over ``--memory`` GB, is recorded as a failure, never dropped. Every plan is compared with
+top-down's (cost and key) where top-down finished.
+
+Writes ``job.json``, ``job.csv`` and ``job.png`` (time against relations, log scale, one series per
+optimizer) to ``--out`` and prints a summary by size class.
+
+    .venv/bin/python experiments/bench_job.py [--only 1a,26a] [--timeout 60] [--jobs 1] [--out experiments/out/job]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import resource
+import queue
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
+OPTIMIZERS = ("default", "none", "topdown", "bottomup")
+CHANGES = ("join x8", "join x1/8", "table x8")
+CLASSES = ((4, 6), (7, 9), (10, 12), (13, 17))
+
+
+# -- one optimizer on one query, in a child process ---------------------------------------------
+
+def _changes(query, catalog):
+    """The measured changes as (name, change, undo) DeltaStats triples."""
+    import reopt
+    from changes import selectivity_change
+
+    predicate = sorted(p.text for p in query.joins)[0]
+    up, restore = selectivity_change(query, catalog, predicate, 8.0)
+    down, _ = selectivity_change(query, catalog, predicate, 0.125)
+    table = max({t for _, t in query.relations}, key=lambda t: (catalog.table(t).rows, t))
+    rows = catalog.table(table).rows
+    grow = reopt.DeltaStats.table(table, rows=rows * 8)
+    return [("join x8", up, restore), ("join x1/8", down, restore),
+            ("table x8", grow, reopt.DeltaStats.table(table, rows=rows))]
+
+
+def _cpu(fn):
+    start = time.process_time()
+    result = fn()
+    return result, time.process_time() - start
+
+
+def child(name: str, optimizer: str) -> None:
+    """Prints one JSON line per finished step, so that a step over the time limit loses only itself."""
+    import reopt
+    from reopt.baselines import BottomUpOptimizer, TopDownOptimizer
+    from reopt.optimizer import parse_sql
+
+    def report(**fields) -> None:
+        fields["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(fields), flush=True)
+
+    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
+    query = parse_sql((JOB / "queries" / f"{name}.sql").read_text(), catalog)
+    report(subsets=len(query.connected_subsets()), pairs=len(query.connected_pairs()))
+    changes = _changes(query, catalog)
+    if optimizer in ("default", "none"):
+        config = reopt.OptimizerConfig() if optimizer == "default" else reopt.OptimizerConfig.setting("none")
+        opt = reopt.Optimizer(query, catalog, config)
+        plan, seconds = _cpu(opt.optimize)
+        report(optimize_s=seconds, plan_initial=[plan.cost, plan.key()])
+        for label, change, undo in changes:
+            plan, seconds = _cpu(lambda: opt.reoptimize(change))
+            opt.reoptimize(undo)
+            report(**{f"{label}_s": seconds, f"plan_{label}": [plan.cost, plan.key()]})
+    else:
+        kind = TopDownOptimizer if optimizer == "topdown" else BottomUpOptimizer
+        plan, seconds = _cpu(lambda: kind(query, catalog).optimize())
+        report(optimize_s=seconds, plan_initial=[plan.cost, plan.key()])
+        if optimizer == "topdown":
+            for label, change, _undo in changes:
+                changed = change.apply(catalog, query)
+                plan, seconds = _cpu(lambda: kind(query, changed).optimize())
+                report(**{f"{label}_s": seconds, f"plan_{label}": [plan.cost, plan.key()]})
+
+
+# -- the driver -----------------------------------------------------------------------------------
+
+def run_one(name: str, optimizer: str, relations: int, timeout: float, memory_gb: float) -> dict:
+    """Runs one child; each of its steps may take ``timeout`` seconds (wall) before it is killed."""
+    process = subprocess.Popen([sys.executable, __file__, "--child", f"{name}:{optimizer}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [*map(lines.put, process.stdout), lines.put(None)], daemon=True).start()
+    result = {"query": name, "optimizer": optimizer, "relations": relations, "status": "ok"}
+    while True:
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            process.kill()
+            result["status"] = f"timeout ({timeout:.0f} s)"
+            break
+        if line is None:
+            break
+        result.update(json.loads(line))
+    process.wait()
+    if result["status"] == "ok" and process.returncode != 0:
+        last = (process.stderr.read().strip().splitlines() or [f"exit code {process.returncode}"])[-1]
+        result["status"] = f"error: {last[:200]}"
+    if result.get("peak_mb", 0) > memory_gb * 1024:
+        result["status"] = f"over memory ({result['peak_mb']:.0f} MB)"
+    if result.get("optimize_s", 0) > timeout:  # CPU seconds over the limit, though the wall clock was not
+        result["status"] = f"timeout ({timeout:.0f} s)"
+    # Re-optimization steps may time out after an initial optimization that finished in time.
+    result["initial_ok"] = "optimize_s" in result and result["optimize_s"] <= timeout and not result[
+        "status"].startswith(("over memory", "error"))
+    return result
+
+
+def agreement(results: list[dict]) -> tuple[int, int, list[str]]:
+    """(plans compared, plans equal to top-down's, the mismatches)."""
+    topdown = {r["query"]: r for r in results if r["optimizer"] == "topdown"}
+    compared = equal = 0
+    mismatches = []
+    for r in results:
+        want = topdown.get(r["query"])
+        if r["optimizer"] == "topdown" or want is None:
+            continue
+        for field in ("plan_initial", *(f"plan_{c}" for c in CHANGES)):
+            if field in r and field in want and (field == "plan_initial" or r["optimizer"] != "bottomup"):
+                compared += 1
+                if r[field] == want[field]:
+                    equal += 1
+                else:
+                    mismatches.append(f"{r['query']} {r['optimizer']} {field}: {r[field]} vs top-down {want[field]}")
+    return compared, equal, mismatches
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.3g}" if values else "-"
+
+
+def summary(results: list[dict]) -> list[str]:
+    by = {(r["query"], r["optimizer"]): r for r in results}
+    queries = sorted({r["query"] for r in results})
+    size = {r["query"]: r["relations"] for r in results}
+    lines = ["| relations | queries | " + " | ".join(f"{o} s (fail)" for o in OPTIMIZERS)
+             + " | re-opt default s | re-opt vs full top-down (median, worst) | peak MB default |",
+             "| --- " * (5 + len(OPTIMIZERS)) + "|"]
+    for low, high in CLASSES:
+        members = [q for q in queries if low <= size.get(q, 0) <= high]
+        if not members:
+            continue
+        cells = []
+        for o in OPTIMIZERS:
+            ok = [by[q, o]["optimize_s"] for q in members if by.get((q, o), {}).get("initial_ok")]
+            cells.append(f"{_median(ok)} ({len(members) - len(ok)})")
+        reopt_times, ratios = [], []
+        for q in members:
+            d, t = by.get((q, "default"), {}), by.get((q, "topdown"), {})
+            for field in (f"{c}_s" for c in CHANGES):
+                if field in d:
+                    reopt_times.append(d[field])
+                    if field in t:
+                        ratios.append(t[field] / max(d[field], 1e-6))
+        peaks = [by[q, "default"]["peak_mb"] for q in members if "peak_mb" in by.get((q, "default"), {})]
+        ratio = f"{statistics.median(ratios):.2f}x, {min(ratios):.2f}x" if ratios else "-"
+        peak = f"{max(peaks):.0f}" if peaks else "-"
+        lines.append(f"| {low}-{high} | {len(members)} | " + " | ".join(cells)
+                     + f" | {_median(reopt_times)} | {ratio} | {peak} |")
+    return lines
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, o in enumerate(OPTIMIZERS):
+        ok = [(r["relations"] + (i - 1.5) * 0.08, r["optimize_s"]) for r in results
+              if r["optimizer"] == o and r["initial_ok"]]
+        if ok:
+            ax.scatter(*zip(*ok), s=14, label=f"{o}: optimize", alpha=0.7)
+    reopt_points = [(r["relations"], r["join x8_s"]) for r in results
+                    if r["optimizer"] == "default" and "join x8_s" in r]
+    if reopt_points:
+        ax.scatter(*zip(*reopt_points), s=14, marker="x", label="default: re-optimize (join x8)")
+    ax.set_yscale("log")
+    ax.set_xlabel("relations in the query")
+    ax.set_ylabel("CPU seconds (log scale)")
+    ax.set_title("Join Order Benchmark: optimization time per query (timeouts not shown)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=Path, default=JOB / "queries")
+    parser.add_argument("--only", help="comma-separated query names, e.g. 1a,26a")
+    parser.add_argument("--optimizers", default=",".join(OPTIMIZERS))
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--memory", type=float, default=4.0, help="GB of peak resident memory allowed")
+    parser.add_argument("--jobs", type=int, default=1, help="processes at once (1 keeps CPU times honest)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "job")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child.split(":"))
+        return
+    names = args.only.split(",") if args.only else sorted(
+        (p.stem for p in args.queries.glob("*.sql")), key=lambda s: (int(s[:-1]), s))
+    optimizers = args.optimizers.split(",")
+    import reopt
+    from reopt.optimizer import parse_sql
+
+    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
+    relations = {n: len(parse_sql((args.queries / f"{n}.sql").read_text(), catalog).relations) for n in names}
+    tasks = [(n, o) for n in names for o in optimizers]
+    results: list[dict] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_one, n, o, relations[n], args.timeout, args.memory) for n, o in tasks]
+        for i, future in enumerate(futures, 1):
+            r = future.result()
+            results.append(r)
+            detail = f"optimized in {r['optimize_s']:.3f} s" if "optimize_s" in r else ""
+            detail += "" if r["status"] == "ok" else f" {r['status']}"
+            print(f"[{i}/{len(tasks)}] {r['query']} {r['optimizer']}: {detail}", flush=True)
+    (args.out / "job.json").write_text(json.dumps(results, indent=1))
+    fields = ["query", "optimizer", "status", "relations", "subsets", "pairs", "optimize_s",
+              *[f"{c}_s" for c in CHANGES], "peak_mb"]
+    with open(args.out / "job.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(results)
+    plot(results, args.out / "job.png")
+    print("\n".join(summary(results)))
+    compared, equal, mismatches = agreement(results)
+    print(f"plans equal to top-down's: {equal} of {compared} compared")
+    for m in mismatches[:10]:
+        print("  MISMATCH", m)
+    print(f"wrote {args.out / 'job.json'}, {args.out / 'job.csv'}, {args.out / 'job.png'}")
+    if mismatches:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
