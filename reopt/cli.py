@@ -73,8 +73,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _engine_demo(args: argparse.Namespace) -> int:
     console = Console()
+    if args.edges < 1 or args.updates < 0:
+        print(f"error: --edges must be at least 1 and --updates at least 0, got {args.edges} and {args.updates}",
+              file=sys.stderr)
+        return 2
     rng = random.Random(args.seed)
     nodes = max(2, args.edges // 5)
+    while nodes * (nodes - 1) < args.edges:  # enough ordered pairs for the edges asked for
+        nodes += 1
     edges: dict[tuple[int, int], float] = {}
     while len(edges) < args.edges:
         x, y = rng.randrange(nodes), rng.randrange(nodes)

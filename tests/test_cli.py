@@ -70,3 +70,13 @@ def test_explain_of_a_file_not_in_utf8_is_an_error(tmp_path, capsys):
     query.write_bytes(b"select * from \xff")
     assert main(["explain", str(query)]) == 2
     assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_engine_demo_with_fewer_edges_than_its_default_nodes_finishes(capsys):
+    assert main(["engine-demo", "--edges", "3", "--updates", "2"]) == 0
+    assert "summary: edges=3" in capsys.readouterr().out
+
+
+def test_engine_demo_refuses_a_graph_without_edges(capsys):
+    assert main(["engine-demo", "--edges", "0"]) == 2
+    assert "--edges must be at least 1" in capsys.readouterr().err

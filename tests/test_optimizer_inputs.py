@@ -70,6 +70,11 @@ def test_date_range_filter_uses_the_column_range():
     ("select * from customer c, orders o where c.c_custkey = o.o_custkey and x.y = 1", "unknown relation 'x'"),
     ("select * from (select * from customer) t", "subquery"),
     ("select from where", "cannot parse"),
+    ("select * from customer where c_name = 'unclosed", "cannot read the SQL"),
+    ("select * from customer, orders where c_custkey = o_custkey and o_totalprice > > 5", "bitwise operator"),
+    ("select nope from customer, orders where c_custkey = o_custkey", "no relation of the query has a column 'nope'"),
+    ("select * from customer, orders where c_custkey = o_custkey order by nope", "'nope'"),
+    ("select * from customer where " + "(" * 3000 + "c_custkey > 1" + ")" * 3000, "nested too deeply"),
 ])
 def test_unsupported_sql_names_the_construct(sql, construct):
     with pytest.raises(reopt.QueryError, match=construct):
@@ -197,3 +202,39 @@ def test_a_plan_as_a_dict_has_every_operator_with_its_join_predicates(q3):
     assert all(n["predicates"] and all(" = " in p for p in n["predicates"])
                for n in nodes if n["operator"].endswith("join"))
     assert json.loads(json.dumps(data)) == data
+
+
+def test_a_thousand_conjuncts_are_one_filter_each():
+    sql = "select * from customer where " + " and ".join(f"c_custkey > {i}" for i in range(1000))
+    assert len(reopt.Optimizer.from_sql(sql, CATALOG).query.filters) == 1000
+
+
+def test_a_select_list_alias_may_be_ordered_by():
+    sql = "select c_name as n from customer, orders where c_custkey = o_custkey order by n"
+    assert reopt.Optimizer.from_sql(sql, CATALOG).optimize().cost > 0
+
+
+def test_spark_sql_with_backticks_parses_in_the_spark_dialect():
+    sql = "select * from `customer` c, orders o where c.`c_custkey` = o.o_custkey"
+    plain = "select * from customer c, orders o where c.c_custkey = o.o_custkey"
+    assert reopt.Optimizer.from_sql(sql, CATALOG, dialect="spark").optimize() == \
+        reopt.Optimizer.from_sql(plain, CATALOG).optimize()
+
+
+def test_a_parsed_sqlglot_statement_is_accepted():
+    import sqlglot
+
+    statement = sqlglot.parse_one(TPCH["Q3"])
+    assert reopt.Optimizer.from_sql(statement, CATALOG).optimize() == reopt.Optimizer.from_sql(TPCH["Q3"], CATALOG).optimize()
+
+
+def test_a_join_hint_is_reported_not_silently_dropped():
+    sql = "select /*+ BROADCAST(o) */ * from customer c, orders o where c.c_custkey = o.o_custkey"
+    with pytest.warns(UserWarning, match="ignores the hint"):
+        reopt.Optimizer.from_sql(sql, CATALOG)
+
+
+def test_an_interval_out_of_range_falls_back_to_the_default_estimate():
+    sql = ("select * from customer, orders where c_custkey = o_custkey "
+           "and o_orderdate < date '1994-01-01' + interval '99999999999' year")
+    assert math.isfinite(reopt.Optimizer.from_sql(sql, CATALOG).optimize().cost)

@@ -163,3 +163,25 @@ def test_count_inside_an_acyclic_recursion_is_allowed():
 def test_ordered_names_only_a_min_aggregate_of_a_counting_recursion(text):
     error = load_error(text)
     assert ".ordered names" in str(error) and "min aggregate of a recursion maintained by counting" in str(error)
+
+
+def test_a_string_constant_keeps_non_ascii_text_as_written():
+    engine = Engine(Program.parse('name("José").\ngreets(x) :- name(x).'))
+    engine.run()
+    assert engine.rows("greets") == {("José",)}
+
+
+def test_string_escapes_are_read():
+    engine = Engine(Program.parse('s("a\\"b\\\\c\\n\\u00e9").\nt(x) :- s(x).'))
+    engine.run()
+    assert engine.rows("t") == {('a"b\\c\né',)}
+
+
+def test_an_unknown_escape_is_a_parse_error_with_its_location():
+    with pytest.raises(ParseError, match=r"1:3: unknown escape '\\q'"):
+        Program.parse('s("\\q").')
+
+
+def test_an_integer_too_long_to_read_is_a_parse_error():
+    with pytest.raises(ParseError, match="a number of 5000 characters"):
+        Program.parse(f"s({'9' * 5000}).")

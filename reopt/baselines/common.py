@@ -33,8 +33,8 @@ class ProceduralBase:
         self._refresh_statistics()
 
     @classmethod
-    def from_sql(cls, sql: str, catalog: Catalog, config: OptimizerConfig | None = None):
-        return cls(parse_sql(sql, catalog), catalog, config)
+    def from_sql(cls, sql: str, catalog: Catalog, config: OptimizerConfig | None = None, dialect: str | None = None):
+        return cls(parse_sql(sql, catalog, dialect), catalog, config)
 
     def _refresh_statistics(self) -> None:
         estimator = Estimator(self.query, self.catalog)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import lark
 from lark import Lark, Transformer, v_args
 
@@ -175,11 +177,22 @@ class _Builder(Transformer):
 
     def number(self, items):
         text = str(items[0])
+        if len(text) > MAX_NUMBER_DIGITS:
+            raise ParseError(f"a number of {len(text)} characters; at most {MAX_NUMBER_DIGITS} are read",
+                             self._tloc(items[0]))
         return Const(float(text) if any(c in text for c in ".eE") else int(text))
 
     def string(self, items):
-        raw = str(items[0])[1:-1]
-        return Const(bytes(raw, "utf-8").decode("unicode_escape"))
+        def one(match: re.Match) -> str:
+            code = match.group(1)
+            if code in _ESCAPES:
+                return _ESCAPES[code]
+            if len(code) == 5:
+                return chr(int(code[1:], 16))
+            raise ParseError(f"unknown escape '\\{code}' in a string; use \\\\, \\\", \\n, \\t, \\r or \\uXXXX",
+                             self._tloc(items[0]))
+
+        return Const(re.sub(r"\\(u[0-9a-fA-F]{4}|.)", one, str(items[0])[1:-1], flags=re.DOTALL))
 
     def true(self, _):
         return Const(True)
@@ -192,6 +205,11 @@ class _Builder(Transformer):
         if str(token) == "_":
             return Wildcard()
         return Var(str(token))
+
+
+# Escapes a string constant may use; any other character stands for itself (UTF-8 text as written).
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+MAX_NUMBER_DIGITS = 4000  # Python refuses to convert longer integers
 
 
 def parse(text: str, source: str = "<string>") -> list[Statement]:

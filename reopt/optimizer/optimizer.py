@@ -14,6 +14,8 @@ import functools
 from dataclasses import dataclass, field
 from importlib import resources
 
+from sqlglot import exp
+
 from ..datalog import Engine, Program
 from ..datalog.engine import BACKENDS
 from .catalog import Catalog
@@ -170,8 +172,10 @@ class Optimizer:
         self._loaded = False
 
     @classmethod
-    def from_sql(cls, sql: str, catalog: Catalog, config: OptimizerConfig | None = None) -> "Optimizer":
-        return cls(parse_sql(sql, catalog), catalog, config)
+    def from_sql(cls, sql: str | exp.Expression, catalog: Catalog, config: OptimizerConfig | None = None,
+                 dialect: str | None = None) -> "Optimizer":
+        """An optimizer for one SELECT statement (see ``parse_sql``; ``dialect="spark"`` for Spark SQL)."""
+        return cls(parse_sql(sql, catalog, dialect), catalog, config)
 
     @property
     def catalog(self) -> Catalog:

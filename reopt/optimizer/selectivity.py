@@ -120,11 +120,19 @@ def _column_and_value(e: exp.Expression):
 
 
 def _literal(e):
-    """The value of a constant expression (numbers, strings, dates, date +/- interval), else None."""
+    """The value of a constant expression (numbers, strings, dates, date +/- interval), else None
+    (also for values out of range, such as a date 10^9 years on: the estimate falls back to a default)."""
+    try:
+        return _constant(e)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _constant(e):
     if e is None:
         return None
     if isinstance(e, exp.Paren):
-        return _literal(e.this)
+        return _constant(e.this)
     if isinstance(e, exp.Literal):
         return e.this if e.is_string else float(e.this)
     if isinstance(e, exp.Neg):

@@ -4,6 +4,8 @@ predicates. GROUP BY, ORDER BY, LIMIT and the select list are kept, unoptimized,
 
 from __future__ import annotations
 
+import warnings
+
 import sqlglot
 from sqlglot import exp
 
@@ -11,6 +13,8 @@ from .catalog import Catalog
 from .errors import UnsupportedSQLError
 from .query import ColumnRef, Filter, JoinPredicate, Query
 
+_BITWISE = (exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot, exp.BitwiseLeftShift,
+            exp.BitwiseRightShift)
 _UNSUPPORTED = {
     exp.Subquery: "a subquery",
     exp.Exists: "EXISTS",
@@ -22,12 +26,30 @@ _UNSUPPORTED = {
 }
 
 
-def parse_sql(sql: str, catalog: Catalog) -> Query:
-    """Parse one SELECT statement; unsupported constructs raise ``UnsupportedSQLError`` naming them."""
+def parse_sql(sql: str | exp.Expression, catalog: Catalog, dialect: str | None = None) -> Query:
+    """Parse one SELECT statement (text, or a statement sqlglot already parsed) in sqlglot's
+    ``dialect`` (``"spark"`` for Spark SQL, with its backticks; None: sqlglot's default). Unsupported
+    constructs raise ``UnsupportedSQLError`` naming them."""
     try:
-        statements = sqlglot.parse(sql)
-    except sqlglot.errors.ParseError as exc:
-        raise UnsupportedSQLError(f"cannot parse the SQL: {_first_error(exc)}") from None
+        return _parse(sql, catalog, dialect)
+    except RecursionError:
+        raise UnsupportedSQLError("the SQL is nested too deeply to analyse; simplify its expressions") from None
+
+
+def _parse(sql: str | exp.Expression, catalog: Catalog, dialect: str | None) -> Query:
+    if isinstance(sql, exp.Expression):
+        statements = [sql.copy()]
+    elif not isinstance(sql, str):
+        raise UnsupportedSQLError(f"expected SQL text or a sqlglot expression, got {type(sql).__name__}")
+    else:
+        try:
+            statements = sqlglot.parse(sql, read=dialect)
+        except sqlglot.errors.ParseError as exc:
+            raise UnsupportedSQLError(f"cannot parse the SQL: {_first_error(exc)}") from None
+        except sqlglot.errors.TokenError as exc:
+            raise UnsupportedSQLError(f"cannot read the SQL: {str(exc)[:200]}") from None
+        except ValueError as exc:  # an unknown dialect
+            raise UnsupportedSQLError(f"cannot parse the SQL: {str(exc)[:200]}") from None
     statements = [s for s in statements if s is not None]
     if len(statements) != 1:
         raise UnsupportedSQLError(f"expected one SQL statement, got {len(statements)}")
@@ -35,12 +57,18 @@ def parse_sql(sql: str, catalog: Catalog) -> Query:
     if not isinstance(select, exp.Select):
         raise UnsupportedSQLError(f"only SELECT queries are supported, got {select.key.upper()}")
     for node in select.walk():
+        if isinstance(node, _BITWISE):
+            raise UnsupportedSQLError(
+                f"a bitwise operator is not supported: {node.sql()[:80]} (is '> >' or '< <' a typo?)")
         for kind, name in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise UnsupportedSQLError(f"{name} is not supported: {node.sql()[:80]}")
         if isinstance(node, exp.Select) and node is not select:
             raise UnsupportedSQLError(f"a nested SELECT is not supported: {node.sql()[:80]}")
 
+    if select.args.get("hint") is not None:
+        warnings.warn(f"reopt chooses join order and strategies itself and ignores the hint "
+                      f"{select.args['hint'].sql()[:80]}", UserWarning, stacklevel=3)
     relations: list[tuple[str, str]] = []
     conjuncts: list[exp.Expression] = []
     from_ = select.args.get("from") or select.args.get("from_")
@@ -94,11 +122,17 @@ def parse_sql(sql: str, catalog: Catalog) -> Query:
 
 
 def _conjuncts(expression: exp.Expression) -> list[exp.Expression]:
-    while isinstance(expression, exp.Paren):
-        expression = expression.this
-    if isinstance(expression, exp.And):
-        return _conjuncts(expression.this) + _conjuncts(expression.expression)
-    return [expression]
+    """The conjuncts of an AND tree, left to right (iteratively: a WHERE may AND thousands)."""
+    out, todo = [], [expression]
+    while todo:
+        node = todo.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            todo += [node.expression, node.this]
+        else:
+            out.append(node)
+    return out
 
 
 def _first_error(exc: sqlglot.errors.ParseError) -> str:
@@ -119,12 +153,17 @@ class _Resolver:
     def qualify_final_step(self, select: exp.Select) -> None:
         """Qualify the columns of the select list, GROUP BY, HAVING and ORDER BY with their relation;
         names no relation has (aliases of the select list) stay as they are."""
+        aliases = {e.alias.lower() for e in select.expressions if e.alias}
         for key in ("expressions", "group", "having", "order"):
             value = select.args.get(key)
             for part in value if isinstance(value, list) else [value] if value is not None else []:
                 for column in part.find_all(exp.Column):
                     if column.table or any(self.catalog.has_column(t, column.name) for _, t in self.relations):
                         self.resolve(column)
+                    elif column.name.lower() not in aliases:
+                        raise UnsupportedSQLError(
+                            f"no relation of the query has a column '{column.name[:60]}', and no item of the "
+                            f"select list is named so (in {part.sql()[:80]})")
 
     def resolve(self, column: exp.Column) -> str:
         name = column.name.lower()
