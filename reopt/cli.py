@@ -123,15 +123,34 @@ def _engine_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+class _InputError(Exception):
+    """A file the command was given cannot be used; the message says which and why."""
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _InputError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise _InputError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+
+
+def _facts(path: str) -> dict[str, list[tuple]]:
+    try:
+        facts = json.loads(_read_text(path, "facts file"))
+    except json.JSONDecodeError as exc:
+        raise _InputError(f"facts file {path}, line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if not isinstance(facts, dict) or not all(
+            isinstance(rows, list) and all(isinstance(row, list) for row in rows) for rows in facts.values()):
+        raise _InputError(f'facts file {path} must hold an object of rows: {{"relation": [[v1, v2], ...]}}')
+    return {relation: [tuple(row) for row in rows] for relation, rows in facts.items()}
+
+
 def _eval(args: argparse.Namespace) -> int:
     program = Program.load(args.rules)
     engine = Engine(program)
-    try:
-        facts = json.loads(Path(args.facts).read_text(encoding="utf-8")) if args.facts else {}
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: cannot read facts from {args.facts}: {exc}", file=sys.stderr)
-        return 2
-    for relation, rows in facts.items():
+    for relation, rows in (_facts(args.facts) if args.facts else {}).items():
         engine.insert(relation, rows)
     engine.run()
     for name in args.show or program.derived:
@@ -141,14 +160,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    try:
-        sql = Path(args.query).read_text(encoding="utf-8")
-    except OSError as exc:
-        print(f"error: cannot read {args.query}: {exc.strerror}", file=sys.stderr)
-        return 2
-    except UnicodeDecodeError as exc:
-        print(f"error: {args.query} is not UTF-8 text (byte {exc.start})", file=sys.stderr)
-        return 2
+    sql = _read_text(args.query, "query file")
     catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
     start = time.perf_counter()
     plan = Optimizer.from_sql(sql, catalog).optimize()
@@ -200,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (DatalogError, OptimizerError) as exc:
+    except (DatalogError, OptimizerError, _InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -309,3 +309,15 @@ def test_ordered_release_propagates_each_group_once_at_its_final_value():
         assert engine.rows("best") == {(0, 0), (1, 2), (2, 1), (3, 3), (4, 4)}
         fired[name] = engine.stats.last["cand"].fired
     assert fired["ordered"] == len(edges) + 1 < fired["plain"]
+
+
+def test_a_rule_body_of_150_atoms_is_evaluated():
+    # Python allows 20 nested loops per function; the Python backend continues in nested functions.
+    body = ", ".join(f"e(x{i}, x{i + 1})" for i in range(150))
+    engine = Engine(Program.parse(f".input e(a, b).\npath(x0, x150) :- {body}."))
+    engine.insert("e", [(i, i + 1) for i in range(152)])
+    engine.run()
+    assert engine.rows("path") == {(0, 150), (1, 151), (2, 152)}
+    engine.delete("e", [(1, 2)])
+    engine.run()
+    assert engine.rows("path") == {(2, 152)}

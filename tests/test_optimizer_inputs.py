@@ -81,9 +81,10 @@ def test_unsupported_sql_names_the_construct(sql, construct):
         reopt.Optimizer.from_sql(sql, CATALOG)
 
 
-def test_unknown_table_is_a_statistics_error():
-    with pytest.raises(reopt.StatisticsError, match="unknown table 'nope'"):
+def test_an_unknown_table_is_both_a_query_and_a_statistics_error():
+    with pytest.raises(reopt.QueryError, match="unknown table 'nope'") as raised:
         reopt.Optimizer.from_sql("select * from nope", CATALOG)
+    assert isinstance(raised.value, reopt.StatisticsError)
 
 
 def test_catalog_from_dict_accepts_the_minimal_format():

@@ -122,3 +122,12 @@ def test_catalog_widths_fall_back_to_in_memory_sizes_without_a_spark_estimate(sp
     frame = spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string")
     measured = catalog_from_spark(spark, {"t": frame}).table("t")
     assert (measured.column_width("id"), measured.column_width("name")) == (8.0, 20.0)
+
+
+def test_tpch_data_of_each_scale_is_cached_apart(tmp_path):
+    from reopt.spark import generate_tpch
+
+    small, large = generate_tpch(0.01, tmp_path), generate_tpch(0.02, tmp_path)
+    assert small["lineitem"] != large["lineitem"]
+    assert large["lineitem"].stat().st_size > 1.5 * small["lineitem"].stat().st_size
+    assert generate_tpch(0.01, tmp_path) == small

@@ -225,6 +225,9 @@ def parse(text: str, source: str = "<string>") -> list[Statement]:
         if isinstance(exc.orig_exc, ParseError):
             raise exc.orig_exc from None
         raise
+    except RecursionError:
+        raise ParseError("an expression is nested too deeply (a sum of thousands of terms?); split it with "
+                         "intermediate variables", Location(source, 1, 1)) from None
 
 
 def _describe(exc: lark.exceptions.UnexpectedInput) -> str:
@@ -235,6 +238,19 @@ def _describe(exc: lark.exceptions.UnexpectedInput) -> str:
     token = getattr(exc, "token", None)
     if token is not None and token.type == "$END":
         return "unexpected end of input (does the last rule end with '.'?)"
-    expected = sorted(getattr(exc, "expected", ()) or ())
+    expected = sorted({_terminal(name) for name in getattr(exc, "expected", ()) or ()})
     shown = ", ".join(expected[:8])
-    return f"unexpected {token!r}" + (f"; expected one of: {shown}" if shown else "")
+    text = str(token)
+    text = text if len(text) <= 40 else f"{text[:30]}...({len(text)} characters)"
+    return f"unexpected {text!r}" + (f"; expected one of: {shown}" if shown else "")
+
+
+def _terminal(name: str) -> str:
+    """How a user would write a terminal lark names: the literal itself ('":-"'), or a word for a class."""
+    try:
+        pattern = _PARSER.get_terminal(name).pattern
+    except KeyError:
+        return name
+    if isinstance(pattern, lark.lexer.PatternStr):
+        return repr(pattern.value)
+    return {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "VAR": "a variable"}.get(name, name.lower())

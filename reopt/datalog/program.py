@@ -111,7 +111,14 @@ class Program:
 
     @classmethod
     def parse(cls, text: str, source: str = "<string>") -> "Program":
-        return cls(parse(text, source), source)
+        if not isinstance(text, str):
+            raise ProgramError(f"rule text must be a string, got {type(text).__name__}")
+        statements = parse(text, source)
+        try:
+            return cls(statements, source)
+        except RecursionError:
+            raise ProgramError(f"{source}: an expression is nested too deeply to check; split it with "
+                               "intermediate variables") from None
 
     @classmethod
     def load(cls, path: str | Path) -> "Program":
@@ -120,6 +127,8 @@ class Program:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ProgramError(f"cannot read rule file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ProgramError(f"rule file {path} is not UTF-8 text (byte {exc.start})") from None
         return cls.parse(text, str(path))
 
     @property
@@ -274,12 +283,15 @@ class Program:
                     raise ProgramError(f".acyclic names '{name}', which no rule derives", decl.location)
                 declared_acyclic[name] = decl.location
         condensed = nx.condensation(graph)
+        by_head: dict[str, list[tuple[int, Rule]]] = {}  # rules by head, numbered in program order
+        for number, rule in enumerate(self.rules):
+            by_head.setdefault(rule.head.name, []).append((number, rule))
         strata = []
         for component in nx.topological_sort(condensed):
             members = frozenset(condensed.nodes[component]["members"])
             if all(self.relations[m].is_base for m in members):
                 continue
-            rules = [r for r in self.rules if r.head.name in members]
+            rules = [rule for _, rule in sorted(pair for m in members for pair in by_head.get(m, ()))]
             recursive = len(members) > 1 or any(graph.has_edge(m, m) for m in members)
             method = self._method(members, rules, recursive, declared_acyclic)
             self._check_negation(members, rules, method)

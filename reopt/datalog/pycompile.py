@@ -25,7 +25,18 @@ def arithmetic_result(value: Any) -> Any:
     return value
 
 
+# Python refuses more than 20 statically nested loops in one function (and 100 indentation levels),
+# so a body with more iterating atoms continues in a nested function every this many loops.
+_LOOPS_PER_FUNCTION = 12
+_PATTERN_AT = {"delta": 2, "lookup": 4, "scan": 2, "call": 3}  # the looping steps, and where their pattern is
+
+
 def compile_plan(plan: "Plan") -> Callable[..., int]:
+    segments: list[list[tuple]] = [[]]
+    for step in plan.steps:
+        if step[0] in _PATTERN_AT and sum(s[0] in _PATTERN_AT for s in segments[-1]) == _LOOPS_PER_FUNCTION:
+            segments.append([])
+        segments[-1].append(step)
     gen = _CodeGen()
     gen.line("def _plan(_delta, _views, _fns, _out):")
     gen.indent += 1
@@ -38,24 +49,52 @@ def compile_plan(plan: "Plan") -> Callable[..., int]:
             gen.line(f"_S{slot} = _views[{slot}].scan()")
     for slot in range(len(plan.functions)):
         gen.line(f"_F{slot} = _fns[{slot}]")
-    gen.line("_n = 0")
+    bound: list[str] = []  # the variables the segments before the current one bind
+    continuations = []
+    for segment in segments:
+        continuations.append(("_s", *bound))
+        bound += [name for step in segment for name in _binds(step)]
+    for number in range(len(segments) - 1, 0, -1):  # each continuation defined before its caller
+        gen.line(f"def _c{number}({', '.join(continuations[number])}):")
+        gen.indent += 1
+        _segment(gen, plan, segments, number, continuations)
+        gen.indent -= 1
     if not plan.steps or plan.steps[0][0] != "delta":
         gen.line("_s = 1")
-    for step in plan.steps:
-        _step(gen, step)
-    group, aggregate = plan.head
-    key = _tuple([_top(e) for e in group]) if group else "()"
-    if aggregate is not None:
-        key = f"({key}, {_top(aggregate)})"
-    gen.line(f"_k = {key}")
-    gen.line("_out[_k] = _out.get(_k, 0) + _s")
-    gen.line("_n += 1")
-    gen.indent = 1
-    gen.line("return _n")
+    _segment(gen, plan, segments, 0, continuations)
     source = "\n".join(gen.lines)
     namespace: dict[str, Any] = {"_num": arithmetic_result}
     exec(compile(source, f"<plan {plan.rule.location}>", "exec"), namespace)  # noqa: S102 - generated code
     return namespace["_plan"]
+
+
+def _segment(gen: "_CodeGen", plan: "Plan", segments: list[list[tuple]], number: int,
+             continuations: list[tuple]) -> None:
+    """One function's loops: its steps, then the next segment's call or the head's derivation."""
+    base = gen.indent
+    gen.line("_n = 0")
+    for step in segments[number]:
+        _step(gen, step)
+    if number + 1 < len(segments):
+        gen.line(f"_n += _c{number + 1}({', '.join(continuations[number + 1])})")
+    else:
+        group, aggregate = plan.head
+        key = _tuple([_top(e) for e in group]) if group else "()"
+        if aggregate is not None:
+            key = f"({key}, {_top(aggregate)})"
+        gen.line(f"_k = {key}")
+        gen.line("_out[_k] = _out.get(_k, 0) + _s")
+        gen.line("_n += 1")
+    gen.indent = base
+    gen.line("return _n")
+
+
+def _binds(step: tuple) -> list[str]:
+    """The variables a step binds."""
+    if step[0] == "assign":
+        return [f"v{step[1]}"]
+    at = _PATTERN_AT.get(step[0])
+    return [] if at is None else [f"v{entry[1]}" for entry in step[at] if entry[0] == "bind"]
 
 
 def _step(gen: "_CodeGen", step: tuple) -> None:

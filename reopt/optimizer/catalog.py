@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import StatisticsError
+from .errors import StatisticsError, UnknownTableError
 
 DEFAULT_WIDTH = 100.0
 
@@ -48,7 +49,8 @@ class TableStats:
 MAX_STATISTIC = 1e18
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A value as an error message shows it: its repr, cut to a readable length."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
 
@@ -57,17 +59,47 @@ def check_count(value: Any, what: str, allow_zero: bool = True) -> float:
     """A non-negative number at most ``MAX_STATISTIC``, or a ``StatisticsError`` naming ``what`` and
     the value."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise StatisticsError(f"{what} must be a number, got {_shown(value)}")
+        raise StatisticsError(f"{what} must be a number, got {shown(value)}")
     bound = "positive" if not allow_zero else "non-negative"
     if value != value or not (0 <= value <= MAX_STATISTIC) or (not allow_zero and value == 0):
-        raise StatisticsError(f"{what} must be a {bound} number of at most {MAX_STATISTIC:.0e}, got {_shown(value)}")
+        raise StatisticsError(f"{what} must be a {bound} number of at most {MAX_STATISTIC:.0e}, got {shown(value)}")
     return float(value)
 
 
 def check_selectivity(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise StatisticsError(f"{what}: a selectivity must lie in (0, 1], got {_shown(value)}")
+        raise StatisticsError(f"{what}: a selectivity must lie in (0, 1], got {shown(value)}")
     return float(value)
+
+
+def _object(value: Any, what: str) -> dict:
+    """A JSON object (absent: empty), or a ``StatisticsError``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise StatisticsError(f"{what} must be an object, got {shown(value)}")
+    return value
+
+
+def _bound(value: Any, what: str) -> Any:
+    """A column's minimum or maximum: a number, a string (dates are ISO strings) or absent."""
+    if value is None or isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                                   and value == value):
+        return value
+    raise StatisticsError(f"{what} must be a number or a string, got {shown(value)}")
+
+
+def _histogram(value: Any, what: str) -> list | None:
+    """Equi-depth bounds: at least two, ascending, all numbers or all strings."""
+    if value is None:
+        return None
+    numbers = isinstance(value, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+    strings = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if not (numbers or strings) or len(value) < 2 or value != sorted(value):
+        raise StatisticsError(f"histogram of {what} must be at least two ascending bounds, all numbers or all "
+                              f"strings, got {shown(value)}")
+    return value
 
 
 class Catalog:
@@ -89,7 +121,8 @@ class Catalog:
         try:
             return self.tables[name.lower()]
         except KeyError:
-            raise StatisticsError(f"unknown table '{name}' (the catalog has: {', '.join(sorted(self.tables))})") from None
+            known = ", ".join(sorted(self.tables))
+            raise UnknownTableError(f"unknown table '{str(name)[:60]}' (the catalog has: {known[:200]})") from None
 
     def column(self, table: str, column: str) -> ColumnStats:
         stats = self.table(table)
@@ -127,25 +160,24 @@ class Catalog:
             else:
                 width = DEFAULT_WIDTH
             columns = {}
-            for col, cspec in (spec.get("columns") or {}).items():
+            for col, cspec in _object(spec.get("columns"), f'"columns" of table \'{name}\'').items():
                 if not isinstance(cspec, dict) or "ndv" not in cspec:
                     raise StatisticsError(f"column '{name}.{col}' needs \"ndv\"")
-                ndv = check_count(cspec["ndv"], f"ndv of column '{name}.{col}'", allow_zero=False)
-                histogram = cspec.get("histogram")
-                if histogram is not None and (not isinstance(histogram, list) or len(histogram) < 2
-                                              or histogram != sorted(histogram)):
-                    raise StatisticsError(f"histogram of '{name}.{col}' must be at least two ascending bounds")
+                what = f"'{name}.{col}'"
+                ndv = check_count(cspec["ndv"], f"ndv of column {what}", allow_zero=False)
+                low, high = (_bound(cspec.get(k), f"{k} of column {what}") for k in ("min", "max"))
+                histogram = _histogram(cspec.get("histogram"), what)
                 col_width = cspec.get("width")
                 if col_width is not None:
-                    col_width = check_count(col_width, f"width of column '{name}.{col}'", allow_zero=False)
-                columns[col.lower()] = ColumnStats(ndv, cspec.get("min"), cspec.get("max"), histogram, col_width)
+                    col_width = check_count(col_width, f"width of column {what}", allow_zero=False)
+                columns[col.lower()] = ColumnStats(ndv, low, high, histogram, col_width)
             tables[name.lower()] = TableStats(rows, width, columns)
         selectivities = {k: check_selectivity(v, f"selectivity of '{k}'")
-                         for k, v in (data.get("selectivities") or {}).items()}
+                         for k, v in _object(data.get("selectivities"), '"selectivities"').items()}
         factors = {k: check_count(v, f"cost factor of '{k}'", allow_zero=False)
-                   for k, v in (data.get("cost_factors") or {}).items()}
+                   for k, v in _object(data.get("cost_factors"), '"cost_factors"').items()}
         observed = {frozenset(k.split(",")): check_count(v, f"observed rows of '{k}'")
-                    for k, v in (data.get("observed") or {}).items()}
+                    for k, v in _object(data.get("observed"), '"observed"').items()}
         return cls(tables, selectivities, observed, factors)
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,10 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .catalog import Catalog, check_count, check_selectivity
+from .catalog import Catalog, shown, check_count, check_selectivity
 from .errors import QueryError, StatisticsError
 from .plan_space import OPERATORS
 from .query import Query
+
+
+def _check_name(value: object, what: str) -> None:
+    if not isinstance(value, str):
+        raise StatisticsError(f"{what} is named by a string, got {shown(value)}")
 
 
 @dataclass(frozen=True)
@@ -36,22 +41,30 @@ class DeltaStats:
     @classmethod
     def table(cls, name: str, rows: float | None = None, bytes: float | None = None,
               width: float | None = None) -> "DeltaStats":
+        _check_name(name, "a table")
         if rows is None and bytes is None and width is None:
-            raise StatisticsError(f"DeltaStats.table('{name}') needs rows, bytes or width")
+            raise StatisticsError(f"DeltaStats.table('{name[:60]}') needs rows, bytes or width")
         return cls([_Change("table", name.lower(), (rows, bytes, width))])
 
     @classmethod
     def selectivity(cls, predicate: str, selectivity: float) -> "DeltaStats":
+        _check_name(predicate, "a predicate")
         return cls([_Change("selectivity", predicate, (selectivity,))])
 
     @classmethod
     def cardinality(cls, relations: Iterable[str], rows: float) -> "DeltaStats":
         if isinstance(relations, str):
             relations = [relations]
+        if not isinstance(relations, Iterable):
+            raise StatisticsError(f"DeltaStats.cardinality takes relation names, got {shown(relations)}")
+        relations = list(relations)
+        for name in relations:
+            _check_name(name, "a relation")
         return cls([_Change("cardinality", frozenset(r.lower() for r in relations), (rows,))])
 
     @classmethod
     def cost_factor(cls, operator: str, factor: float) -> "DeltaStats":
+        _check_name(operator, "an operator")
         return cls([_Change("cost_factor", operator, (factor,))])
 
     @classmethod

@@ -23,3 +23,8 @@ class UnsupportedSQLError(QueryError):
 class QueryTooLargeError(OptimizerError):
     """The query's plan space is larger than the configured limit; it is refused before it is built.
     The message gives the query's size and the limit to raise."""
+
+
+class UnknownTableError(QueryError, StatisticsError):
+    """A table the catalog has no statistics for: a query error when the SQL names it, a statistics
+    error when a delta does, so either ``except`` catches it."""

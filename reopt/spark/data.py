@@ -17,8 +17,9 @@ class DataGenerationError(RuntimeError):
 
 
 def generate_tpch(scale: float, directory: str | Path) -> dict[str, Path]:
-    """Parquet files of every TPC-H table at ``scale`` under ``directory`` (reused if present)."""
-    directory = Path(directory)
+    """Parquet files of every TPC-H table at ``scale`` in ``directory``/sf<scale> (reused if present:
+    each scale has its own folder, so a cache never answers for another scale)."""
+    directory = Path(directory) / f"sf{scale:g}"
     paths = {t: directory / f"{t}.parquet" for t in TPCH_TABLES}
     if all(p.exists() for p in paths.values()):
         return paths
