@@ -163,7 +163,7 @@ def _explain(args: argparse.Namespace) -> int:
     sql = _read_text(args.query, "query file")
     catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
     start = time.perf_counter()
-    plan = Optimizer.from_sql(sql, catalog).optimize()
+    plan = Optimizer.from_sql(sql, catalog, dialect=args.dialect).optimize()
     elapsed = time.perf_counter() - start
     if args.format == "json":
         print(json.dumps(plan.to_dict(), indent=2))
@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--tpch", type=float, default=1.0, metavar="SCALE",
                         help="use TPC-H statistics at this scale factor (default 1)")
     source.add_argument("--stats", metavar="FILE.json", help="use statistics from a JSON file")
+    explain.add_argument("--dialect", help="the SQL dialect, as sqlglot names it (e.g. spark; default: generic)")
     explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
                          help="text (default), json (Plan.to_dict) or dot (Graphviz: reopt explain ... | dot -Tpng)")
     explain.set_defaults(handler=_explain)

@@ -29,6 +29,19 @@ def catalog():
     return reopt.Catalog.tpch(SCALE)
 
 
+@pytest.fixture
+def join_reordering(spark):
+    """Spark's cost-based join reordering switched on for one test, as a user's session may have it."""
+    keys = ("spark.sql.cbo.enabled", "spark.sql.cbo.joinReorder.enabled")
+    before = {key: spark.conf.get(key) for key in keys}
+    for key in keys:
+        spark.conf.set(key, "true")
+    yield
+    for key, value in before.items():
+        spark.conf.set(key, value)
+
+
+@pytest.mark.usefixtures("join_reordering")
 @pytest.mark.parametrize("config, strategy", [
     (None, "broadcast_hash_join"), (BROADCAST_OFF, "shuffled_hash_join"), (MERGE_ONLY, "sort_merge_join")])
 def test_executed_plan_has_the_chosen_join_order_and_strategies(spark, tables, catalog, config, strategy):
@@ -38,6 +51,17 @@ def test_executed_plan_has_the_chosen_join_order_and_strategies(spark, tables, c
     executed = executed_tree(frame, plan.query)
     assert describe(executed) == plan_shape(plan)
     assert strategy in plan.key()
+
+
+def test_executing_a_plan_leaves_the_session_s_settings_and_catalog_as_they_were(spark, tables, catalog):
+    def settings():
+        return {row.key: row.value for row in spark.sql("SET").collect()}, dict(spark.sparkContext.getConf().getAll())
+
+    before, views = settings(), sorted(t.name for t in spark.catalog.listTables())
+    plan = reopt.Optimizer.from_sql(TPCH["Q10"], catalog).optimize()  # Q10 has a final step (GROUP BY)
+    assert execute(plan, spark, tables).collect()
+    assert settings() == before
+    assert sorted(t.name for t in spark.catalog.listTables()) == views
 
 
 def test_build_side_of_hash_joins_is_the_plan_s_right_input(spark, tables, catalog):

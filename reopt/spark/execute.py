@@ -11,7 +11,6 @@ references rewritten to the renamed columns.
 
 from __future__ import annotations
 
-import itertools
 from typing import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
@@ -22,10 +21,9 @@ from ..optimizer.errors import QueryError
 from ..optimizer.plan import Plan, PlanNode
 from ..optimizer.plan_space import BROADCAST_HASH_JOIN, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN
 from ..optimizer.query import Query
-from .session import force_plans
 
 HINTS = {BROADCAST_HASH_JOIN: "broadcast", SHUFFLED_HASH_JOIN: "shuffle_hash", SORT_MERGE_JOIN: "merge"}
-_view_names = itertools.count()
+_JOINED = "reopt_joined_result"  # stands for the joined frame in the final step's SQL
 
 
 def execute(plan: Plan, spark: SparkSession, tables: Mapping[str, DataFrame],
@@ -42,7 +40,6 @@ def execute(plan: Plan, spark: SparkSession, tables: Mapping[str, DataFrame],
         raise QueryError(f"no DataFrame given for table(s) {', '.join(missing)}")
     if join_strategy is not None and join_strategy not in HINTS:
         raise QueryError(f"unknown join strategy {join_strategy!r} (one of {', '.join(sorted(HINTS))})")
-    force_plans(spark)
     joined = join_tree(plan.root, query, tables, join_strategy)
     return _final_step(query, joined)
 
@@ -87,11 +84,9 @@ def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame],
 def _final_step(query: Query, joined: DataFrame) -> DataFrame:
     if query.select is None:
         return joined
-    view = f"reopt_joined_{next(_view_names)}"
-    joined.createOrReplaceTempView(view)
     final = query.select.copy()
-    final.set("from", exp.From(this=exp.to_table(view)))
-    final.set("from_", exp.From(this=exp.to_table(view)))
+    final.set("from", exp.From(this=exp.to_table(_JOINED)))
+    final.set("from_", exp.From(this=exp.to_table(_JOINED)))
     final.set("joins", None)
     final.set("where", None)
     items = []
@@ -106,4 +101,7 @@ def _final_step(query: Query, joined: DataFrame) -> DataFrame:
         if final.args.get(key) is not None:
             final.set(key, _renamed(final.args[key]))
     # The joined frame's own session: inside foreachBatch that is a clone of the caller's session.
-    return joined.sparkSession.sql(final.sql(dialect="spark"))
+    # Passing the frame as an argument lets Spark name it for this one statement and drop the name
+    # at once, so the session's catalog keeps no view of reopt's.
+    text = final.sql(dialect="spark").replace("{", "{{").replace("}", "}}").replace(_JOINED, "{joined}")
+    return joined.sparkSession.sql(text, joined=joined)
