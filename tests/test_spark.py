@@ -155,3 +155,17 @@ def test_tpch_data_of_each_scale_is_cached_apart(tmp_path):
     assert small["lineitem"] != large["lineitem"]
     assert large["lineitem"].stat().st_size > 1.5 * small["lineitem"].stat().st_size
     assert generate_tpch(0.01, tmp_path) == small
+
+
+def test_with_broadcasts_off_in_the_session_no_plan_broadcasts(spark, tables, catalog):
+    from reopt.spark import session_weights
+
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        config = reopt.OptimizerConfig(weights=session_weights(spark))
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+    plan = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, config).optimize()
+    assert "broadcast_hash_join" not in plan.key()
+    assert session_weights(spark).broadcast_threshold == 10 * 1024 * 1024

@@ -114,3 +114,12 @@ def test_execute_rejects_an_unknown_join_strategy(spark, workload):
     plan = reopt.Optimizer.from_sql(query_sql(SMALL), catalog).optimize()
     with pytest.raises(reopt.QueryError, match="unknown join strategy 'nested_loop'"):
         execute(plan, spark, {**static, "events": batches[0]}, join_strategy="nested_loop")
+
+
+def test_the_demo_removes_the_data_it_generated(spark, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    config = DriftConfig(batches=2, rows_per_batch=10_000, dimension_keys=2_000, phases=1, seed=3)
+    assert compare(spark, config).same_results
+    assert list(tmp_path.iterdir()) == []

@@ -5,8 +5,8 @@ from .data import generate_tpch, load_tpch
 from .execute import execute
 from .hook import MetricsHook, attach, detach
 from .metrics import ExecutedNode, executed_tree, observed_cardinalities
-from .session import local_session
+from .session import local_session, session_weights
 from .statistics import catalog_from_spark
 
 __all__ = ["execute", "attach", "detach", "MetricsHook", "catalog_from_spark", "executed_tree", "observed_cardinalities", "ExecutedNode",
-           "local_session", "generate_tpch", "load_tpch"]
+           "local_session", "session_weights", "generate_tpch", "load_tpch"]

@@ -8,7 +8,7 @@ observed. A warm-up batch runs first so that neither run pays Spark's start-up c
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from ..optimizer.optimizer import Optimizer, OptimizerConfig
 from .drift import DriftConfig, query_sql, write_workload
 from .runner import AdaptiveRunner, BatchRecord, run_stream
+from .session import session_weights
 from .statistics import catalog_from_spark
 
 
@@ -54,8 +55,15 @@ class Comparison:
 def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | None = None,
             on_batch: Callable[[str, BatchRecord], None] | None = None,
             optimizer_config: OptimizerConfig | None = None) -> Comparison:
-    """Run the drifting stream twice, static then adaptive, after a warm-up batch."""
-    directory = Path(directory or tempfile.mkdtemp(prefix="reopt-demo-"))
+    """Run the drifting stream twice, static then adaptive, after a warm-up batch. Without a
+    ``directory`` the data lives in a temporary one that is removed afterwards. reopt prices
+    broadcasts with the session's broadcast threshold."""
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="reopt-demo-") as temporary:
+            return compare(spark, config, temporary, on_batch, optimizer_config)
+    directory = Path(directory)
+    base = optimizer_config or OptimizerConfig()
+    optimizer_config = replace(base, weights=session_weights(spark, base.weights))
     paths = write_workload(spark, config, directory / "data")
     static_tables = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "events"}
     first_batch = spark.read.parquet(str(paths["events"] / "batch=0000"))

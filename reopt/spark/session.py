@@ -9,9 +9,12 @@ cost-based ``CostBasedJoinReorder`` touches a hinted join (both match only joins
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 from pyspark.sql import SparkSession
+
+from ..optimizer.cost import CostWeights
 
 
 def local_session(app: str = "reopt", master: str = "local[2]", shuffle_partitions: int = 4,
@@ -28,3 +31,11 @@ def local_session(app: str = "reopt", master: str = "local[2]", shuffle_partitio
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_weights(spark: SparkSession, weights: CostWeights | None = None) -> CostWeights:
+    """``weights`` (default: ``CostWeights()``) with the session's broadcast threshold, so that reopt
+    broadcasts only what Spark would: ``spark.sql.autoBroadcastJoinThreshold`` in bytes, and -1
+    (broadcasts off) makes every broadcast of a non-empty input infeasible."""
+    threshold = int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
+    return dataclasses.replace(weights or CostWeights(), broadcast_threshold=float(max(threshold, 0)))
