@@ -239,3 +239,10 @@ def test_an_interval_out_of_range_falls_back_to_the_default_estimate():
     sql = ("select * from customer, orders where c_custkey = o_custkey "
            "and o_orderdate < date '1994-01-01' + interval '99999999999' year")
     assert math.isfinite(reopt.Optimizer.from_sql(sql, CATALOG).optimize().cost)
+
+
+def test_an_error_about_a_megabyte_of_sql_stays_short():
+    with pytest.raises(reopt.QueryError) as raised:
+        reopt.Optimizer.from_sql("select * from customer where " + "x" * 1_000_000 + " = 1", CATALOG)
+    assert len(str(raised.value)) < 1000
+    assert "characters cut" in str(raised.value)

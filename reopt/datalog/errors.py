@@ -21,8 +21,22 @@ class Location:
         return f"{self.file}:{self.line}:{self.column}"
 
 
+MAX_MESSAGE = 600  # characters: a message quoting a huge input keeps its start and end
+
+
+def cut(message: str) -> str:
+    """``message`` cut to a readable length, saying how much was left out."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return f"{message[:MAX_MESSAGE - 100]} ...[{len(message) - MAX_MESSAGE + 20:,} characters cut]... {message[-80:]}"
+
+
 class DatalogError(Exception):
-    """Base class of every error the engine raises on purpose."""
+    """Base class of every error the engine raises on purpose; its message is cut to a readable
+    length."""
+
+    def __init__(self, *args: object):
+        super().__init__(*(cut(a) if isinstance(a, str) else a for a in args))
 
 
 class ProgramError(DatalogError):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from ..datalog.errors import cut
+
 
 class OptimizerError(Exception):
-    """Base class of the optimizer's deliberate errors."""
+    """Base class of the optimizer's deliberate errors; its message is cut to a readable length."""
+
+    def __init__(self, *args: object):
+        super().__init__(*(cut(a) if isinstance(a, str) else a for a in args))
 
 
 class StatisticsError(OptimizerError, ValueError):
