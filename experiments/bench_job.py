@@ -95,10 +95,14 @@ def child(name: str, optimizer: str) -> None:
         plan, seconds = _cpu(lambda: kind(query, catalog).optimize())
         report(optimize_s=seconds, plan_initial=[plan.cost, plan.key()])
         if optimizer == "topdown":
-            for label, change, _undo in changes:
-                changed = change.apply(catalog, query)
+            # The same sequence of statistics the declarative optimizer sees: an undo sets the old
+            # selectivity as a learnt one, which is not quite the catalog before the change.
+            current = catalog
+            for label, change, undo in changes:
+                changed = change.apply(current, query)
                 plan, seconds = _cpu(lambda: kind(query, changed).optimize())
                 report(**{f"{label}_s": seconds, f"plan_{label}": [plan.cost, plan.key()]})
+                current = undo.apply(changed, query)
 
 
 # -- the driver -----------------------------------------------------------------------------------
