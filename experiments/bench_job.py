@@ -161,19 +161,19 @@ def _median(values: list[float]) -> str:
     return f"{statistics.median(values):.3g}" if values else "-"
 
 
-def summary(results: list[dict]) -> list[str]:
+def summary(results: list[dict], optimizers: list[str]) -> list[str]:
     by = {(r["query"], r["optimizer"]): r for r in results}
     queries = sorted({r["query"] for r in results})
     size = {r["query"]: r["relations"] for r in results}
-    lines = ["| relations | queries | " + " | ".join(f"{o} s (fail)" for o in OPTIMIZERS)
+    lines = ["| relations | queries | " + " | ".join(f"{o} s (fail)" for o in optimizers)
              + " | re-opt default s | re-opt vs full top-down (median, worst) | peak MB default |",
-             "| --- " * (5 + len(OPTIMIZERS)) + "|"]
+             "| --- " * (5 + len(optimizers)) + "|"]
     for low, high in CLASSES:
         members = [q for q in queries if low <= size.get(q, 0) <= high]
         if not members:
             continue
         cells = []
-        for o in OPTIMIZERS:
+        for o in optimizers:
             ok = [by[q, o]["optimize_s"] for q in members if by.get((q, o), {}).get("initial_ok")]
             cells.append(f"{_median(ok)} ({len(members) - len(ok)})")
         reopt_times, ratios = [], []
@@ -263,7 +263,7 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(results)
     plot(results, args.out / "job.png")
-    print("\n".join(summary(results)))
+    print("\n".join(summary(results, optimizers)))
     compared, equal, mismatches = agreement(results)
     print(f"plans equal to top-down's: {equal} of {compared} compared")
     for m in mismatches[:10]:

@@ -12,13 +12,13 @@ paths on a random graph kept up to date under single-edge changes, each checked 
 from __future__ import annotations
 
 import argparse
-from importlib import resources
 import json
 import os
 import random
 import statistics
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 import networkx as nx

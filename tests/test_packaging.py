@@ -47,9 +47,13 @@ def test_the_wheel_carries_the_native_core_and_the_example_rules(installed, tmp_
     assert backend.stdout.strip() == "native"
 
 
-def test_the_wheel_reports_its_version(installed, tmp_path):
+def test_the_wheel_reports_the_version_of_its_metadata(installed, tmp_path):
+    import configparser
+
+    metadata = configparser.ConfigParser()
+    metadata.read(ROOT / "setup.cfg")
     done = run([str(installed / "reopt"), "--version"], tmp_path)
-    assert done.stdout.strip() == "reopt 0.1.0"
+    assert done.stdout.strip() == f"reopt {metadata['metadata']['version']}"
 
 
 def test_without_spark_the_demo_says_what_to_install(installed, tmp_path):

@@ -44,9 +44,9 @@ def join_reordering(spark):
 @pytest.mark.usefixtures("join_reordering")
 @pytest.mark.parametrize("config, strategy", [
     (None, "broadcast_hash_join"), (BROADCAST_OFF, "shuffled_hash_join"), (MERGE_ONLY, "sort_merge_join")])
-def test_executed_plan_has_the_chosen_join_order_and_strategies(spark, tables, catalog, config, strategy):
+def test_executed_plan_has_the_chosen_join_order_and_strategies(tables, catalog, config, strategy):
     plan = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, config).optimize()
-    frame = execute(plan, spark, tables)
+    frame = execute(plan, tables)
     frame.collect()
     executed = executed_tree(frame, plan.query)
     assert describe(executed) == plan_shape(plan)
@@ -59,14 +59,14 @@ def test_executing_a_plan_leaves_the_session_s_settings_and_catalog_as_they_were
 
     before, views = settings(), sorted(t.name for t in spark.catalog.listTables())
     plan = reopt.Optimizer.from_sql(TPCH["Q10"], catalog).optimize()  # Q10 has a final step (GROUP BY)
-    assert execute(plan, spark, tables).collect()
+    assert execute(plan, tables).collect()
     assert settings() == before
     assert sorted(t.name for t in spark.catalog.listTables()) == views
 
 
-def test_build_side_of_hash_joins_is_the_plan_s_right_input(spark, tables, catalog):
+def test_build_side_of_hash_joins_is_the_plan_s_right_input(tables, catalog):
     plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog, BROADCAST_OFF).optimize()
-    frame = execute(plan, spark, tables)
+    frame = execute(plan, tables)
     frame.collect()
     hash_joins = [j for j in executed_tree(frame, plan.query).joins() if j.build_right is not None]
     assert hash_joins and all(j.build_right for j in hash_joins)
@@ -75,7 +75,7 @@ def test_build_side_of_hash_joins_is_the_plan_s_right_input(spark, tables, catal
 @pytest.mark.parametrize("name", ["Q3", "Q5", "Q10"])
 def test_result_equals_running_the_sql_in_spark(spark, tables, catalog, name):
     plan = reopt.Optimizer.from_sql(TPCH[name], catalog, BROADCAST_OFF).optimize()
-    ours = [tuple(r) for r in execute(plan, spark, tables).collect()]
+    ours = [tuple(r) for r in execute(plan, tables).collect()]
     theirs = [tuple(r) for r in spark.sql(TPCH[name]).collect()]
     assert ours and sorted(ours) == sorted(theirs)
 
@@ -83,7 +83,7 @@ def test_result_equals_running_the_sql_in_spark(spark, tables, catalog, name):
 def test_observed_join_rows_are_the_true_join_cardinalities(spark, tables, catalog):
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
     plan = optimizer.optimize()
-    frame = execute(plan, spark, tables)
+    frame = execute(plan, tables)
     frame.collect()
     executed = executed_tree(frame, plan.query)
     query = plan.query
@@ -95,19 +95,19 @@ def test_observed_join_rows_are_the_true_join_cardinalities(spark, tables, catal
         assert join.rows == spark.sql(sql).collect()[0][0], sorted(join.relations)
 
 
-def test_scans_report_the_bytes_of_the_files_they_read(spark, tables, catalog):
+def test_scans_report_the_bytes_of_the_files_they_read(tables, catalog):
     plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog).optimize()
-    frame = execute(plan, spark, tables)
+    frame = execute(plan, tables)
     frame.collect()
     scans = executed_tree(frame, plan.query).scans()
     assert len(scans) == 3
     assert all(node.bytes and node.bytes > 0 for node in scans)
 
 
-def test_observed_cardinalities_feed_reoptimize(spark, tables, catalog):
+def test_observed_cardinalities_feed_reoptimize(tables, catalog):
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog)
     plan = optimizer.optimize()
-    frame = execute(plan, spark, tables)
+    frame = execute(plan, tables)
     frame.collect()
     delta = observed_cardinalities(executed_tree(frame, plan.query), plan.query)
     assert len(delta) == len(plan.joins())
@@ -124,10 +124,10 @@ def test_catalog_from_spark_measures_the_data(spark, tables):
     assert measured.column("orders", "o_orderdate").min == "1992-01-01"
 
 
-def test_missing_table_is_a_query_error(spark, tables, catalog):
+def test_missing_table_is_a_query_error(tables, catalog):
     plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog).optimize()
     with pytest.raises(reopt.QueryError, match="no DataFrame given for table"):
-        execute(plan, spark, {"orders": tables["orders"]})
+        execute(plan, {"orders": tables["orders"]})
 
 
 def test_catalog_widths_are_sparks_stored_size(spark, tables):

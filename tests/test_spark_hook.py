@@ -23,7 +23,7 @@ def optimizer():
 def test_attached_hook_feeds_observed_cardinalities_to_the_optimizer(spark, tables, optimizer):
     hook = attach(spark, optimizer)
     try:
-        execute(hook.plan, spark, tables).collect()
+        execute(hook.plan, tables).collect()
         assert hook.wait_for(1)
     finally:
         detach(hook)
@@ -36,7 +36,7 @@ def test_attached_hook_feeds_observed_cardinalities_to_the_optimizer(spark, tabl
 def test_stage_times_of_the_hook_s_plans_reach_the_optimizer(spark, tables, optimizer):
     hook = attach(spark, optimizer)
     try:
-        execute(hook.plan, spark, tables).collect()
+        execute(hook.plan, tables).collect()
         assert hook.wait_for(1, stages=1)
     finally:
         detach(hook)
@@ -50,7 +50,7 @@ def test_other_queries_are_ignored(spark, tables, optimizer):
     hook = attach(spark, optimizer)
     try:
         spark.range(100).selectExpr("id % 7 as k").groupBy("k").count().collect()
-        execute(hook.plan, spark, tables).collect()
+        execute(hook.plan, tables).collect()
         assert hook.wait_for(1)
     finally:
         detach(hook)
@@ -66,7 +66,7 @@ def test_a_raising_callback_neither_fails_the_job_nor_loses_the_plan(spark, tabl
     try:
         with caplog.at_level(logging.ERROR, logger="reopt.spark.hook"):
             for _ in range(2):
-                assert execute(hook.plan, spark, tables).collect()
+                assert execute(hook.plan, tables).collect()
             assert hook.wait_for(2)
     finally:
         detach(hook)
@@ -79,6 +79,6 @@ def test_a_raising_callback_neither_fails_the_job_nor_loses_the_plan(spark, tabl
 def test_detached_hook_sees_nothing(spark, tables, optimizer):
     hook = attach(spark, optimizer)
     detach(hook)
-    execute(hook.plan, spark, tables).collect()
+    execute(hook.plan, tables).collect()
     assert not hook.wait_for(1, timeout=3)
     assert not hook.attached and hook.updates == 0

@@ -109,11 +109,11 @@ def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spar
     assert "broadcast" in caplog.text.lower()  # the JVM's reason, not py4j's call name
 
 
-def test_execute_rejects_an_unknown_join_strategy(spark, workload):
+def test_execute_rejects_an_unknown_join_strategy(workload):
     static, batches, catalog = workload
     plan = reopt.Optimizer.from_sql(query_sql(SMALL), catalog).optimize()
     with pytest.raises(reopt.QueryError, match="unknown join strategy 'nested_loop'"):
-        execute(plan, spark, {**static, "events": batches[0]}, join_strategy="nested_loop")
+        execute(plan, {**static, "events": batches[0]}, join_strategy="nested_loop")
 
 
 def test_the_demo_removes_the_data_it_generated(spark, tmp_path, monkeypatch):

@@ -26,7 +26,7 @@ def q3_plan():
 def test_stages_of_an_execution_carry_run_time_bytes_and_operators(spark, tables, q3_plan):
     listener = StageListener(spark).attach()
     try:
-        frame = execute(q3_plan, spark, tables)
+        frame = execute(q3_plan, tables)
         spark.range(1000).selectExpr("id % 3 as k").groupBy("k").count().collect()  # untagged: not ours
         with listener.tagged("q3"):
             frame.collect()

@@ -24,6 +24,12 @@ class Location:
 MAX_MESSAGE = 600  # characters: a message quoting a huge input keeps its start and end
 
 
+def shown(value: object) -> str:
+    """A value as an error message quotes it: its repr, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
+
+
 def cut(message: str) -> str:
     """``message`` cut to a readable length, saying how much was left out."""
     if len(message) <= MAX_MESSAGE:

@@ -7,7 +7,7 @@ import re
 import lark
 from lark import Lark, Transformer, v_args
 
-from .errors import Location, ParseError
+from .errors import Location, ParseError, shown
 from .syntax import (
     AcyclicDecl,
     Aggregate,
@@ -239,10 +239,8 @@ def _describe(exc: lark.exceptions.UnexpectedInput) -> str:
     if token is not None and token.type == "$END":
         return "unexpected end of input (does the last rule end with '.'?)"
     expected = sorted({_terminal(name) for name in getattr(exc, "expected", ()) or ()})
-    shown = ", ".join(expected[:8])
-    text = str(token)
-    text = text if len(text) <= 40 else f"{text[:30]}...({len(text)} characters)"
-    return f"unexpected {text!r}" + (f"; expected one of: {shown}" if shown else "")
+    listed = ", ".join(expected[:8])
+    return f"unexpected {shown(str(token))}" + (f"; expected one of: {listed}" if listed else "")
 
 
 def _terminal(name: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..datalog.errors import shown
 from .errors import StatisticsError, UnknownTableError
 
 DEFAULT_WIDTH = 100.0
@@ -47,12 +48,6 @@ class TableStats:
 # The largest count, size, width or factor a statistic may hold. Anything a real system measures is
 # far below it, and with it every estimate and cost stays a finite float (see estimate.MAX_ROWS).
 MAX_STATISTIC = 1e18
-
-
-def shown(value: Any) -> str:
-    """A value as an error message shows it: its repr, cut to a readable length."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
 
 
 def check_count(value: Any, what: str, allow_zero: bool = True) -> float:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .catalog import Catalog, shown, check_count, check_selectivity
+from ..datalog.errors import shown
+from .catalog import Catalog, check_count, check_selectivity
 from .errors import QueryError, StatisticsError
 from .plan_space import OPERATORS
 from .query import Query

@@ -30,7 +30,7 @@ from .sql import parse_sql
 
 @functools.lru_cache(maxsize=1)
 def optimizer_program() -> Program:
-    """The optimizer's rules, read from the installed package (reopt/reopt/rules/optimizer.dl)."""
+    """The optimizer's rules, read from the installed package (reopt/rules/optimizer.dl)."""
     rules = resources.files("reopt") / "rules" / "optimizer.dl"
     return Program.parse(rules.read_text(encoding="utf-8"), source=str(rules))
 

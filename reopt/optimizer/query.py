@@ -65,9 +65,8 @@ class Query:
         if len(set(self.aliases)) != len(self.aliases):
             raise QueryError(f"relation names must be unique: {', '.join(self.aliases)}")
         self._bit = {alias: 1 << i for i, alias in enumerate(self.aliases)}
-        # A predicate written twice holds once: it must not be counted twice.
-        self.joins = list({p.text: p for p in reversed(list(joins))}.values())[::-1]
-        self.filters = list({f.text: f for f in reversed(list(filters))}.values())[::-1]
+        self.joins = _once(joins)
+        self.filters = _once(filters)
         self.select = select
         for predicate in self.joins:
             for ref in (predicate.left, predicate.right):
@@ -159,14 +158,12 @@ class Query:
             try:
                 self._pairs = ccp_pairs(self.adjacency, limit)
             except TooMany:
-                raise QueryTooLargeError(
-                    f"the query joins {len(self.aliases)} relations into more than {limit:,} connected "
-                    "pairs of sub-expressions, the configured limit (OptimizerConfig.max_join_pairs); "
-                    "exact optimization must hold every pair") from None
-        if limit is not None and len(self._pairs) > limit:
+                pass
+        if self._pairs is None or (limit is not None and len(self._pairs) > limit):
             raise QueryTooLargeError(
-                f"the query joins {len(self.aliases)} relations into {len(self._pairs):,} connected pairs "
-                f"of sub-expressions, over the configured limit of {limit:,} (OptimizerConfig.max_join_pairs)")
+                f"the query joins {len(self.aliases)} relations into more than {limit:,} connected pairs of "
+                "sub-expressions, the configured limit (OptimizerConfig.max_join_pairs); exact optimization "
+                "must hold every pair")
         return list(self._pairs)
 
     def _components(self) -> list[int]:
@@ -317,6 +314,15 @@ class QueryBuilder:
 
     def build(self) -> Query:
         return Query(self._relations, self._joins, self._filters)
+
+
+def _once(predicates: Iterable) -> list:
+    """The predicates in the order written, each text once: a predicate written twice holds once, and
+    must not be counted twice."""
+    unique: dict[str, object] = {}
+    for predicate in predicates:
+        unique.setdefault(predicate.text, predicate)
+    return list(unique.values())
 
 
 def _column(text: str) -> ColumnRef:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -26,9 +26,9 @@ HINTS = {BROADCAST_HASH_JOIN: "broadcast", SHUFFLED_HASH_JOIN: "shuffle_hash", S
 _JOINED = "reopt_joined_result"  # stands for the joined frame in the final step's SQL
 
 
-def execute(plan: Plan, spark: SparkSession, tables: Mapping[str, DataFrame],
-            join_strategy: str | None = None) -> DataFrame:
-    """The query's result as a DataFrame computed by ``plan`` (``tables``: table name -> DataFrame).
+def execute(plan: Plan, tables: Mapping[str, DataFrame], join_strategy: str | None = None) -> DataFrame:
+    """The query's result as a DataFrame computed by ``plan`` (``tables``: table name -> DataFrame),
+    in the tables' own session (inside ``foreachBatch`` that is a clone of the caller's session).
 
     ``join_strategy`` (a join operator of ``reopt.optimizer.plan_space``) runs every join with that
     strategy instead of the plan's, in the plan's order: sort-merge joins spill to disk where hash

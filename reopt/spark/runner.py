@@ -106,7 +106,7 @@ class AdaptiveRunner:
         query = self.optimizer.query
         executed_order, executed_key = self.plan.join_order(), self.plan.key()
         start = time.perf_counter()
-        frame = execute(self.plan, self.spark, tables)
+        frame = execute(self.plan, tables)
         tag = f"{id(self)}-{batch_id}"
         retried = False
         try:
@@ -116,7 +116,7 @@ class AdaptiveRunner:
                         batch_id, executed_order, _reason(error))
             if self.stage_listener is not None:
                 self.stage_listener.stages(tag)  # the failed attempt's stages: discarded
-            frame = execute(self.plan, self.spark, tables, join_strategy=SORT_MERGE_JOIN)
+            frame = execute(self.plan, tables, join_strategy=SORT_MERGE_JOIN)
             result = [tuple(row) for row in frame.collect()]
             retried = True
         batch_s = time.perf_counter() - start
