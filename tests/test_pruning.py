@@ -1,7 +1,8 @@
-"""Pruning (aggregate selection, tuple-source suppression, reference counting, recursive bounding)
-never changes the plan, stays exact under any sequence of statistics changes, and keeps the
-invariants of the plan table: live plans within their bounds, the optimal tree never pruned, and
-reference counts equal to the live parent plans."""
+"""Pruning (the goal bound; aggregate selection, tuple-source suppression, reference counting,
+recursive bounding) never changes the plan, stays exact under any sequence of statistics changes,
+and keeps the invariants of the plan table: under the goal bound, every entry no costlier than the
+best plan shown at its exact best cost; live plans within their bounds, the optimal
+tree never pruned, and reference counts equal to the live parent plans."""
 
 import os
 from collections import Counter
@@ -80,6 +81,16 @@ class PruningMachine(RuleBasedStateMachine):
             assert (plan.cost, plan.key()) == (full.cost, full.key()), name
 
     @invariant()
+    def the_goal_bound_shows_every_entry_no_costlier_than_the_best_plan_exactly(self):
+        reference, plan = self.reference
+        exact = {(e, p): c for e, p, c in reference.engine.rows("BestCost")}
+        shown = {(e, p): c for e, p, c in self.optimizers["goal"].engine.rows("BestCost")}
+        assert {entry: c for entry, c in shown.items() if c <= plan.cost} == {
+            entry: c for entry, c in exact.items() if c <= plan.cost}
+        # shown earlier, when the best plan cost more: the cost of a real plan, maybe not the best one
+        assert all(c >= exact[entry] for entry, c in shown.items())
+
+    @invariant()
     def live_plans_lie_within_their_bounds(self):
         engine = self.optimizers["all"].engine
         bounds = {(e, p): b for e, p, b in engine.rows("Bound")}
@@ -123,7 +134,7 @@ TestPruningMachineNative.settings = MACHINE_SETTINGS
 @pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("name", ["Q5", "Q10", "Q8Join"])
 def test_all_pruning_keeps_only_optimal_plans_and_the_entries_they_use(name):
-    optimizer = reopt.Optimizer.from_sql(TPCH[name], reopt.Catalog.tpch(1))
+    optimizer = reopt.Optimizer.from_sql(TPCH[name], reopt.Catalog.tpch(1), reopt.OptimizerConfig.setting("all"))
     optimizer.optimize()
     engine = optimizer.engine
     best = {(e, p): c for e, p, c in engine.rows("BestCost")}
@@ -135,6 +146,25 @@ def test_all_pruning_keeps_only_optimal_plans_and_the_entries_they_use(name):
     metrics = optimizer.metrics()
     assert metrics.entries_pruned_ratio > 0.5
     assert metrics.alternatives_pruned_ratio > 0.5
+
+
+@pytest.mark.usefixtures("backend")
+def test_the_goal_bound_costs_no_plan_over_an_entry_costlier_than_the_best_plan():
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, reopt.OptimizerConfig.setting("goal"))
+    plan = optimizer.optimize()
+    best = {(e, p): c for e, p, c in optimizer.engine.rows("BestCost")}
+    for _e, _p, kind, _op, left, lprop, right, rprop, _c in optimizer.engine.rows("PlanCost"):
+        inputs = [] if kind == "scan" else [(left, lprop)] if kind == "unary" else [(left, lprop), (right, rprop)]
+        assert all(best[entry] <= plan.cost for entry in inputs)
+    everything = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, NONE)
+    everything.optimize()
+    assert optimizer.metrics().alternatives_costed < everything.metrics().alternatives_costed / 1.5
+
+
+def test_the_goal_bound_refuses_the_memo_based_pruning_beside_it():
+    with pytest.raises(reopt.OptimizerError, match="goal_bound cannot be combined with aggregate_selection"):
+        reopt.OptimizerConfig(aggregate_selection=True, goal_bound=True)
 
 
 @pytest.mark.usefixtures("backend")
@@ -177,7 +207,7 @@ def test_the_order_of_deltas_within_a_batch_does_not_matter(data):
     plan_a = first.reoptimize(reopt.DeltaStats.batch(deltas))
     plan_b = second.reoptimize(reopt.DeltaStats.batch(shuffled))
     assert (plan_a.cost, plan_a.key()) == (plan_b.cost, plan_b.key())
-    for relation in ("Want", "Alive", "PlanCost", "Bound"):
+    for relation in ("Want", "Alive", "PlanCost", "BestCost", "Bound"):
         assert first.engine.rows(relation) == second.engine.rows(relation), relation
 
 

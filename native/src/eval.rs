@@ -98,6 +98,7 @@ pub struct Engine {
     pub last_changes: Changes,
     pub generation: u64,
     pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
+    held: Vec<Option<Held>>,     // per stratum: .ordered group changes still held (kept across runs up to a goal)
 }
 
 impl Engine {
@@ -110,6 +111,7 @@ impl Engine {
         max_passes: u64,
     ) -> Self {
         let n = rels.len();
+        let held = strata.iter().map(|_| None).collect();
         let relations = rels.iter().map(|r| Relation::new(r.arity, &r.patterns)).collect();
         let aggregates = rels
             .iter()
@@ -134,6 +136,7 @@ impl Engine {
             last_changes: FxHashMap::default(),
             generation: 0,
             fail_after: None,
+            held,
         }
     }
 
@@ -182,6 +185,7 @@ impl Engine {
         for set in &mut self.touched {
             set.clear();
         }
+        let held_before = self.held.clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, &mut journal)));
         let failure = match outcome {
             Ok(Ok(changes)) => {
@@ -213,6 +217,7 @@ impl Engine {
         } else {
             self.clear();
         }
+        self.held = held_before;
         Err(failure)
     }
 
@@ -379,7 +384,8 @@ impl Engine {
             let incoming: Changes =
                 stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();
             let seed = seeding && stratum.rules.iter().any(|r| r.seed.is_some());
-            if incoming.is_empty() && !seed {
+            let goal_moved = stratum.goals.iter().any(|(_, goal)| changes.contains_key(goal)); // may release what was held
+            if incoming.is_empty() && !seed && !goal_moved {
                 continue;
             }
             let mut run = StratumRun::new(s, &stratum.relations);
@@ -562,10 +568,18 @@ impl StratumRun {
         monotone: bool,
         journal: &mut Journal,
     ) -> Result<(), Failure> {
+        let stratum = &e.strata[self.stratum];
+        let mut held = if monotone || stratum.ordered.is_empty() {
+            None
+        } else {
+            Some(e.held[self.stratum].take().unwrap_or_else(|| Held::new(stratum)))
+        };
+        if let Some(held) = held.as_mut() {
+            held.frontier.clear();
+        }
+        // On failure the held changes stay taken: `Engine::run` restores them with the rest.
         let mut changes = incoming;
         let mut extra = if seeding { Some(self.seed_outputs(e, py)?) } else { None };
-        let ordered = &e.strata[self.stratum].ordered;
-        let mut held = (!monotone && !ordered.is_empty()).then(|| Held::new(ordered));
         let mut rounds: u64 = 0;
         let none = FxHashMap::default();
         loop {
@@ -586,10 +600,10 @@ impl StratumRun {
             } else if let Some(held) = held.as_mut() {
                 changes = held.release(e)?;
                 if changes.is_empty() {
-                    return Ok(());
+                    break;
                 }
             } else {
-                return Ok(());
+                break;
             }
             self.show(e, &changes, journal);
             rounds += 1;
@@ -604,6 +618,8 @@ impl StratumRun {
                 )));
             }
         }
+        e.held[self.stratum] = held;
+        Ok(())
     }
 
     fn dred(
@@ -790,8 +806,12 @@ impl StratumRun {
                 }
             } else {
                 let mut touched: FxHashSet<Row> = FxHashSet::default();
+                let bounded = held.as_deref().is_some_and(|h| h.goals.contains_key(&rel));
                 for ((group, value), delta) in out.aggregate {
                     if delta != 0 {
+                        if bounded && delta > 0 {
+                            held.as_deref().expect("held").check_candidate(e, rel, &group, value)?;
+                        }
                         e.add_candidate(rel, &group, value, delta, journal)?;
                         touched.insert(group);
                     }
@@ -799,7 +819,20 @@ impl StratumRun {
                 if let Some(held) = held.as_deref_mut() {
                     if held.holds(rel) {
                         for group in touched {
+                            if bounded {
+                                if let Some(current) = e.current(rel, &group) {
+                                    if e.best(rel, &group)? == Some(current) {
+                                        continue;
+                                    }
+                                    let agg = e.aggregates[rel].as_ref().expect("aggregate");
+                                    change.minus.insert(agg.row(&group, current));
+                                    // hidden until released again
+                                }
+                            }
                             held.hold(e, rel, group)?;
+                        }
+                        if !change.is_empty() {
+                            changes.insert(rel, change);
                         }
                         continue;
                     }
@@ -917,6 +950,7 @@ impl StratumRun {
 }
 
 /// A held group's new minimum, in a min-heap (ties by arrival, which never decides what is released).
+#[derive(Clone)]
 struct HeldEntry {
     key: Ordered,
     sequence: u64,
@@ -943,23 +977,31 @@ impl Ord for HeldEntry {
     }
 }
 
-/// Group changes of `.ordered` aggregates, held back while anything else is in flight (see
-/// `pycore._Held`): a release lets go of every held group whose minimum vanished and of every held
-/// group whose new minimum is the least of all held ones.
+/// Group changes of a stratum's `.ordered` aggregates, held back while anything else is in flight
+/// (see `pycore._Held`): a release lets go of every held group whose minimum vanished and of every
+/// held group whose new minimum is the least of all held ones. An aggregate ordered `up to` a goal
+/// is released only while its new minimum is at most the goals' value; the rest waits here across
+/// runs. `frontier` is the last value released in this evaluation.
+#[derive(Clone)]
 struct Held {
     heaps: FxHashMap<usize, BinaryHeap<HeldEntry>>,
-    dirty: FxHashMap<usize, FxHashSet<Row>>,
+    pending: FxHashMap<usize, FxHashMap<Row, Value>>,
     vanished: FxHashMap<usize, FxHashSet<Row>>,
+    goals: FxHashMap<usize, usize>,
+    frontier: FxHashMap<usize, Ordered>,
     order: Vec<usize>,
     sequence: u64,
 }
 
 impl Held {
-    fn new(relations: &[usize]) -> Self {
+    fn new(stratum: &Stratum) -> Self {
+        let relations = &stratum.ordered;
         Held {
             heaps: relations.iter().map(|r| (*r, BinaryHeap::new())).collect(),
-            dirty: relations.iter().map(|r| (*r, FxHashSet::default())).collect(),
+            pending: relations.iter().map(|r| (*r, FxHashMap::default())).collect(),
             vanished: relations.iter().map(|r| (*r, FxHashSet::default())).collect(),
+            goals: stratum.goals.iter().copied().collect(),
+            frontier: FxHashMap::default(),
             order: relations.to_vec(),
             sequence: 0,
         }
@@ -969,63 +1011,110 @@ impl Held {
         self.heaps.contains_key(&rel)
     }
 
-    fn hold(&mut self, e: &Engine, rel: usize, group: Row) -> Result<(), Failure> {
-        self.dirty.get_mut(&rel).expect("held relation").insert(group.clone());
-        match e.best(rel, &group)? {
-            None => {
-                self.vanished.get_mut(&rel).expect("held relation").insert(group);
-            }
-            Some(best) => {
-                let entry = HeldEntry { key: Ordered::new(best, &e.strings), sequence: self.sequence, group };
-                self.heaps.get_mut(&rel).expect("held relation").push(entry);
-                self.sequence += 1;
-            }
+    /// A new candidate below the last released value means values fell along a derivation, which
+    /// would make stopping at the goal inexact.
+    fn check_candidate(&self, e: &Engine, rel: usize, group: &Row, value: Value) -> Result<(), Failure> {
+        let Some(frontier) = self.frontier.get(&rel) else {
+            return Ok(());
+        };
+        let key = Ordered::new(value, &e.strings);
+        if frontier.is_str() == key.is_str() && key < *frontier {
+            return Err(Failure::Evaluation(format!(
+                "'.ordered {} up to {}' needs values that never fall along derivations, but group {} received {} \
+                 after groups up to {} were released",
+                e.rels[rel].name,
+                e.rels[self.goals[&rel]].name,
+                repr_row(group, &e.strings),
+                crate::convert::repr(value, &e.strings),
+                crate::convert::repr(frontier.value(), &e.strings)
+            )));
         }
         Ok(())
     }
 
-    /// The next visible changes: batches are released until one changes something.
+    fn hold(&mut self, e: &Engine, rel: usize, group: Row) -> Result<(), Failure> {
+        let best = e.best(rel, &group)?;
+        let pending = self.pending.get_mut(&rel).expect("held relation");
+        let Some(best) = best else {
+            pending.remove(&group);
+            if !self.goals.contains_key(&rel) {
+                // a bounded group was hidden when it changed, so it has nothing left to release
+                self.vanished.get_mut(&rel).expect("held relation").insert(group);
+            }
+            return Ok(());
+        };
+        if pending.get(&group) == Some(&best) {
+            return Ok(());
+        }
+        pending.insert(group.clone(), best);
+        let heap = self.heaps.get_mut(&rel).expect("held relation");
+        heap.push(HeldEntry { key: Ordered::new(best, &e.strings), sequence: self.sequence, group });
+        self.sequence += 1;
+        if heap.len() > 2 * pending.len() + 64 {
+            // drop stale entries left by groups that changed again
+            let entries = std::mem::take(heap).into_vec();
+            *heap = entries.into_iter().filter(|x| pending.get(&x.group) == Some(&x.key.value())).collect();
+        }
+        Ok(())
+    }
+
+    /// The next visible changes: batches are released until one changes something or nothing more
+    /// may be released.
     fn release(&mut self, e: &mut Engine) -> Result<Changes, Failure> {
-        while self.dirty.values().any(|d| !d.is_empty()) {
-            let changes = self.release_batch(e)?;
-            if !changes.is_empty() {
+        loop {
+            let (changes, released) = self.release_batch(e)?;
+            if !changes.is_empty() || !released {
                 return Ok(changes);
             }
         }
-        Ok(FxHashMap::default())
     }
 
-    fn release_batch(&mut self, e: &mut Engine) -> Result<Changes, Failure> {
+    /// The goals' largest value, or None (no bound) while there is no goal or one is not shown.
+    fn bound(&self, e: &Engine, rel: usize) -> Option<Ordered> {
+        let goal = *self.goals.get(&rel)?;
+        let mut bound: Option<Ordered> = None;
+        for group in &e.relations[goal].rows {
+            let value = Ordered::new(e.current(rel, group)?, &e.strings);
+            if bound.as_ref().is_none_or(|b| value > *b) {
+                bound = Some(value);
+            }
+        }
+        bound
+    }
+
+    fn release_batch(&mut self, e: &mut Engine) -> Result<(Changes, bool), Failure> {
         let mut changes: Changes = FxHashMap::default();
+        let mut any_released = false;
         for &rel in &self.order {
-            let dirty = self.dirty.get_mut(&rel).expect("held relation");
+            let bound = self.bound(e, rel);
+            let pending = self.pending.get_mut(&rel).expect("held relation");
             let heap = self.heaps.get_mut(&rel).expect("held relation");
             let mut released: Vec<Row> = Vec::new();
             for group in std::mem::take(self.vanished.get_mut(&rel).expect("held relation")) {
-                if dirty.contains(&group) && e.best(rel, &group)?.is_none() {
+                if !pending.contains_key(&group) && e.best(rel, &group)?.is_none() {
                     released.push(group);
                 }
             }
-            while let Some(top) = heap.peek() {
-                if dirty.contains(&top.group) && e.best(rel, &top.group)? == Some(top.key.value()) {
-                    break;
-                }
+            while heap.peek().is_some_and(|top| pending.get(&top.group) != Some(&top.key.value())) {
                 heap.pop();
             }
             if let Some(top) = heap.peek() {
-                let least = top.key.clone();
-                while heap.peek().is_some_and(|top| top.key == least) {
-                    let entry = heap.pop().expect("peeked");
-                    if dirty.contains(&entry.group) && e.best(rel, &entry.group)? == Some(entry.key.value()) {
-                        dirty.remove(&entry.group);
-                        released.push(entry.group);
+                if bound.as_ref().is_none_or(|b| top.key <= *b) {
+                    let least = top.key.clone();
+                    while heap.peek().is_some_and(|top| top.key == least) {
+                        let entry = heap.pop().expect("peeked");
+                        if pending.get(&entry.group) == Some(&entry.key.value()) {
+                            pending.remove(&entry.group);
+                            released.push(entry.group);
+                        }
                     }
+                    self.frontier.insert(rel, least);
                 }
             }
+            any_released |= !released.is_empty();
             let mut change = Change::default();
             let mut updates = 0;
             for group in released {
-                dirty.remove(&group);
                 let best = e.best(rel, &group)?;
                 let current = e.current(rel, &group);
                 if current.is_some() && best == current {
@@ -1045,7 +1134,7 @@ impl Held {
                 changes.insert(rel, change);
             }
         }
-        Ok(changes)
+        Ok((changes, any_released))
     }
 }
 

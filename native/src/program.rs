@@ -84,6 +84,7 @@ pub struct Stratum {
     pub inputs: Vec<usize>,
     pub rules: Vec<Rule>,
     pub ordered: Vec<usize>, // .ordered min aggregates, whose group changes are held and released in value order
+    pub goals: Vec<(usize, usize)>, // (.ordered aggregate, the relation listing its goal groups)
 }
 
 pub struct RelationInfo {
@@ -140,6 +141,7 @@ impl Reader<'_> {
         let method: String = t.get_item(1)?.extract()?;
         let inputs: Vec<usize> = t.get_item(2)?.extract()?;
         let ordered: Vec<usize> = t.get_item(4)?.extract()?;
+        let goals: Vec<(usize, usize)> = t.get_item(5)?.extract()?;
         let mut rules = Vec::new();
         for rule in t.get_item(3)?.try_iter()? {
             let rule = rule?;
@@ -154,7 +156,7 @@ impl Reader<'_> {
             let seed = if seed_item.is_none() { None } else { Some(self.plan(&seed_item)?) };
             rules.push(Rule { id, head, plans, seed });
         }
-        Ok(Stratum { relations, dred: method == "dred", inputs, rules, ordered })
+        Ok(Stratum { relations, dred: method == "dred", inputs, rules, ordered, goals })
     }
 
     fn plan(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Plan> {

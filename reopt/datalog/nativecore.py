@@ -64,6 +64,7 @@ def compiled_program(program: Program) -> tuple:
             tuple(sorted(ids[r] for r in stratum.inputs)),
             tuple(compiled_rules),
             tuple(sorted(ids[r] for r in stratum.ordered)),
+            tuple(sorted((ids[r], ids[g]) for r, g in stratum.goals.items())),
         ))
     return tuple(names), relations, tuple(functions), tuple(strata), rules
 

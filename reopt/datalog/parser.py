@@ -36,7 +36,7 @@ input_decl: ".input" NAME "(" [names] ")" "."
 rel_decl: ".decl" NAME "(" [names] ")" "."
 function_decl: ".function" NAME "(" [names] ")" "->" "(" [names] ")" "."
 acyclic_decl: ".acyclic" names "."
-ordered_decl: ".ordered" names "."
+ordered_decl: ".ordered" names [UP_TO NAME] "."
 memo_decl: ".memo" NAME "(" names "|" names ")" "from" NAME "."
 names: NAME ("," NAME)*
 
@@ -63,6 +63,7 @@ comparison: expr COMPARE expr
         | NAME -> var
         | "(" expr ")"
 
+UP_TO: /up\s+to\b/
 WILDCARD: "_"
 COMPARE: "<=" | ">=" | "!=" | "<" | ">" | "="
 ADDOP: "+" | "-"
@@ -120,7 +121,8 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def ordered_decl(self, meta, items):
-        return OrderedDecl(items[0], self._loc(meta))
+        names, _up_to, goal = items
+        return OrderedDecl(names, self._loc(meta), None if goal is None else str(goal))
 
     @v_args(meta=True)
     def memo_decl(self, meta, items):
@@ -251,4 +253,5 @@ def _terminal(name: str) -> str:
         return name
     if isinstance(pattern, lark.lexer.PatternStr):
         return repr(pattern.value)
-    return {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "VAR": "a variable"}.get(name, name.lower())
+    return {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "VAR": "a variable",
+            "UP_TO": "'up to'"}.get(name, name.lower())

@@ -72,6 +72,7 @@ class Stratum:
     method: str  # COUNTING or DRED
     inputs: frozenset[str] = field(default_factory=frozenset)  # relations read from lower strata
     ordered: frozenset[str] = field(default_factory=frozenset)  # its .ordered aggregates
+    goals: dict[str, str] = field(default_factory=dict)  # .ordered aggregate -> the relation naming its goals
 
 
 class Program:
@@ -313,6 +314,28 @@ class Program:
                 )
             info.ordered = True
             stratum.ordered = stratum.ordered | {name}
+            if decl.goal is not None:
+                stratum.goals[name] = self._goal(decl, info, stratum)
+
+    def _goal(self, decl: OrderedDecl, info: RelationInfo, stratum: Stratum) -> str:
+        """Check ``.ordered name up to goal``: the goals must be known before the release they stop,
+        so ``goal`` is computed in a lower stratum, and its rows are groups of ``name``."""
+        if len(decl.names) != 1:
+            raise ProgramError(".ordered ... up to names one aggregate (its goal's rows are that aggregate's "
+                               "groups)", decl.location)
+        goal = self.relations.get(decl.goal)
+        if goal is None:
+            raise ProgramError(f".ordered {info.name} up to '{decl.goal}': no such relation", decl.location)
+        if goal.arity != info.arity - 1:
+            raise ProgramError(
+                f".ordered {info.name} up to {goal.name}: the goal's rows must be groups of {info.name}, "
+                f"with {info.arity - 1} columns, but {goal.name} has {goal.arity}", decl.location)
+        below = self.strata[:self.strata.index(stratum)]
+        if not (goal.is_base or any(goal.name in s.relations for s in below)):
+            raise ProgramError(
+                f".ordered {info.name} up to {goal.name}: the goal must be computed before {info.name}'s "
+                "recursion (an input, a memo or a lower stratum)", decl.location)
+        return goal.name
 
     def _check_negation(self, members, rules, method) -> None:
         for rule in rules:

@@ -88,8 +88,15 @@ class PythonCore:
                 self._counts[name] = {}
         self._touched: dict[str, set[Row]] = {}
         self._last_touched: dict[str, set[Row]] = {}
+        self._helds: dict[frozenset[str], _Held] = {}  # per stratum with .ordered aggregates
         self.stats = Stats(program.relations)
         self.fail_after: int | None = None  # test hook: the next run fails after this many state changes
+
+    def _held(self, stratum: Stratum) -> "_Held":
+        held = self._helds.get(stratum.relations)
+        if held is None:
+            held = self._helds[stratum.relations] = _Held(self, stratum)
+        return held
 
     def inject_failure(self, after_changes: int | None) -> None:
         self.fail_after = after_changes
@@ -229,7 +236,8 @@ class PythonCore:
         for stratum in self.program.strata:
             incoming = {r: changes[r] for r in stratum.inputs if r in changes}
             seed = seeding and any(c.seed_plan for c in stratum.rules)
-            if not incoming and not seed:
+            goal_moved = any(goal in changes for goal in stratum.goals.values())  # may release what was held
+            if not incoming and not seed and not goal_moved:
                 continue
             run = _StratumRun(self, stratum, journal)
             if stratum.method == COUNTING:
@@ -260,55 +268,103 @@ def _compose(changes: dict[str, _Change], later: dict[str, _Change]) -> None:
 
 
 class _Held:
-    """Group changes of ``.ordered`` aggregates, held back while anything else is in flight.
+    """Group changes of a stratum's ``.ordered`` aggregates, held back while anything else is in flight.
 
     ``release`` lets go of every held group whose minimum vanished and of every held group whose
     new minimum is the least of all held ones (a heap with stale entries skipped), so where values
     only grow along derivations each group is propagated once, at its final value.
+
+    An aggregate ordered ``up to`` a goal is hidden as soon as its minimum changes, and released
+    only while its new minimum is at most the goals' value; what stays above waits here, across
+    runs, until a goal rises to it. ``frontier`` is the last value released in this evaluation: a
+    new candidate below it means values fell along a derivation, which would make stopping early
+    inexact, so it fails the run.
     """
 
-    def __init__(self, core: "PythonCore", names: frozenset[str]):
+    def __init__(self, core: "PythonCore", stratum: Stratum):
         self.core = core
-        self.heaps: dict[str, list] = {name: [] for name in names}
-        self.dirty: dict[str, set] = {name: set() for name in names}
-        self.vanished: dict[str, set] = {name: set() for name in names}
+        self.goals = dict(stratum.goals)
+        self.heaps: dict[str, list] = {name: [] for name in stratum.ordered}
+        self.pending: dict[str, dict[tuple, Any]] = {name: {} for name in stratum.ordered}  # group -> held minimum
+        self.vanished: dict[str, set] = {name: set() for name in stratum.ordered}
+        self.frontier: dict[str, Any] = {}
         self.sequence = 0
 
+    def snapshot(self) -> tuple:
+        return ({n: list(h) for n, h in self.heaps.items()}, {n: dict(p) for n, p in self.pending.items()},
+                {n: set(v) for n, v in self.vanished.items()}, self.sequence)
+
+    def restore(self, snapshot: tuple) -> None:
+        self.heaps, self.pending, self.vanished, self.sequence = snapshot
+
+    def check_candidate(self, name: str, group: tuple, value: Any) -> None:
+        frontier = self.frontier.get(name, _MISSING)
+        if frontier is not _MISSING and self.core._aggregates[name].improves(value, frontier):
+            raise EvaluationError(
+                f"'.ordered {name} up to {self.goals[name]}' needs values that never fall along derivations, but "
+                f"group {group!r} received {value!r} after groups up to {frontier!r} were released")
+
     def hold(self, name: str, group: tuple) -> None:
-        self.dirty[name].add(group)
         best = self.core._aggregates[name].best(group)
+        pending = self.pending[name]
         if best is None:
-            self.vanished[name].add(group)
-        else:
-            heapq.heappush(self.heaps[name], (best, self.sequence, group))
-            self.sequence += 1
+            pending.pop(group, None)
+            if name not in self.goals:  # a bounded group was hidden when it changed; nothing to release
+                self.vanished[name].add(group)
+            return
+        if pending.get(group, _MISSING) == best:
+            return
+        pending[group] = best
+        heap = self.heaps[name]
+        heapq.heappush(heap, (best, self.sequence, group))
+        self.sequence += 1
+        if len(heap) > 2 * len(pending) + 64:  # drop stale entries left by groups that changed again
+            heap[:] = [entry for entry in heap if pending.get(entry[2], _MISSING) == entry[0]]
+            heapq.heapify(heap)
 
     def release(self) -> dict[str, _Change]:
-        """The next visible changes: batches are released until one changes something."""
-        while any(self.dirty.values()):
-            changes = self._release_batch()
-            if changes:
+        """The next visible changes: batches are released until one changes something or nothing
+        more may be released."""
+        while True:
+            changes, released = self._release_batch()
+            if changes or not released:
                 return changes
-        return {}
 
-    def _release_batch(self) -> dict[str, _Change]:
+    def bound(self, name: str) -> Any:
+        """The goals' largest value, or ``_MISSING`` (no bound) while there is no goal or one of
+        them is not shown."""
+        goal = self.goals.get(name)
+        if goal is None:
+            return _MISSING
+        agg, values = self.core._aggregates[name], []
+        for group in self.core._relations[goal].rows:
+            value = agg.current.get(group, _MISSING)
+            if value is _MISSING:
+                return _MISSING
+            values.append(value)
+        return max(values) if values else _MISSING
+
+    def _release_batch(self) -> tuple[dict[str, _Change], bool]:
         changes: dict[str, _Change] = {}
+        any_released = False
         for name, heap in self.heaps.items():
-            agg, dirty = self.core._aggregates[name], self.dirty[name]
-            released = [g for g in self.vanished[name] if g in dirty and agg.best(g) is None]
+            agg, pending = self.core._aggregates[name], self.pending[name]
+            released = [g for g in self.vanished[name] if g not in pending and agg.best(g) is None]
             self.vanished[name] = set()
-            while heap and (heap[0][2] not in dirty or agg.best(heap[0][2]) != heap[0][0]):
+            while heap and pending.get(heap[0][2], _MISSING) != heap[0][0]:
                 heapq.heappop(heap)
-            if heap:
+            bound = self.bound(name)
+            if heap and (bound is _MISSING or not agg.improves(bound, heap[0][0])):
                 least = heap[0][0]
+                self.frontier[name] = least
                 while heap and heap[0][0] == least:
                     _, _, group = heapq.heappop(heap)
-                    if group in dirty and agg.best(group) == least:
+                    if pending.get(group, _MISSING) == least:
+                        del pending[group]
                         released.append(group)
-                        dirty.discard(group)
+            any_released = any_released or bool(released)
             change, updates = _Change(), 0
             for group in released:
-                dirty.discard(group)
                 best, current = agg.best(group), agg.current.get(group, _MISSING)
                 if current is not _MISSING and best == current:
                     continue
@@ -320,7 +376,7 @@ class _Held:
             self.core.stats.record_updates(name, updates)
             if change:
                 changes[name] = change
-        return changes
+        return changes, any_released
 
 
 def _checked_function(name: str, fn: Callable[..., Any], n_outputs: int) -> Callable[..., list]:
@@ -368,7 +424,12 @@ class _StratumRun:
     def counting(self, incoming: dict[str, _Change], seeding: bool, monotone: bool = False) -> None:
         changes = dict(incoming)
         extra = self._seed_outputs() if seeding else None
-        held = _Held(self.core, self.stratum.ordered) if self.stratum.ordered and not monotone else None
+        held = None
+        if self.stratum.ordered and not monotone:
+            held = self.core._held(self.stratum)
+            held.frontier = {}
+            if self.stratum.goals:
+                self.journal.append((held.restore, held.snapshot()))
         rounds = 0
         while True:
             if changes or extra:
@@ -494,13 +555,23 @@ class _StratumRun:
                         change.minus.add(row)
             else:
                 touched = set()
+                bounded = held is not None and name in held.goals
                 for (group, value), delta in out.items():
                     if delta:
+                        if bounded and delta > 0:
+                            held.check_candidate(name, group, value)
                         agg.add_candidate(group, value, delta, journal)
                         touched.add(group)
                 if held is not None and name in self.stratum.ordered:
                     for group in touched:
+                        current = agg.current.get(group, _MISSING)
+                        if bounded and current is not _MISSING:
+                            if agg.best(group) == current:
+                                continue
+                            change.minus.add(agg.row(group, current))  # hidden until released again
                         held.hold(name, group)
+                    if change:
+                        changes[name] = change
                     continue
                 updates = 0
                 for group in touched:

@@ -160,10 +160,15 @@ class OrderedDecl:
     (costs of plans over their inputs' best costs) each group is propagated once, at its final
     value (Knuth's generalization of Dijkstra's algorithm). Any order reaches the same fixpoint;
     this one avoids re-deriving what depends on a value that is not final yet.
+
+    ``.ordered a up to g``: the release stops at the goal, the groups of ``a`` that relation ``g``
+    lists. Groups whose minimum exceeds every goal's value stay held (absent) until a goal rises to
+    them, so work beyond the goal is never done; the goals, and every group no costlier, stay exact.
     """
 
     names: tuple[str, ...]
     location: Location
+    goal: str | None = None
 
 
 @dataclass(frozen=True)

@@ -92,12 +92,13 @@ class OptimizerMetrics:
 
 DEFAULT_MAX_JOIN_PAIRS = 1_000_000
 
-PRUNING_SETTINGS = {
-    "none": (False, False, False),
-    "aggsel": (True, False, False),
-    "aggsel+refcount": (True, True, False),
-    "aggsel+bounding": (True, False, True),
-    "all": (True, True, True),
+PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
+    "none": (False, False, False, False),
+    "goal": (True, False, False, False),
+    "aggsel": (False, True, False, False),
+    "aggsel+refcount": (False, True, True, False),
+    "aggsel+bounding": (False, True, False, True),
+    "all": (False, True, True, True),  # the reference paper's four mechanisms, over memoized costs
 }
 
 
@@ -106,20 +107,23 @@ class OptimizerConfig:
     """Everything that shapes the optimizer besides statistics: cost weights and pruning switches.
 
     Pruning never changes the chosen plan, only how much of the plan space is held and re-derived.
-    ``aggregate_selection`` drops alternatives costlier than a known plan of the same entry (and does
+    ``goal_bound`` has the engine release best costs cheapest first and stop at the root's: an entry
+    costlier than the best plan stays held and no plan over it is costed, until a change lifts the
+    root's cost to it (docs/pruning.md). ``aggregate_selection`` drops alternatives costlier than a known plan of the same entry (and does
     not cost them: tuple-source suppression); ``reference_counting`` lets an entry go when no live
     plan uses it; ``recursive_bounding`` drops alternatives over the budget their parents leave them.
     Reference counting prunes only what the other two prune first, so on its own it changes nothing.
     """
 
     weights: CostWeights = field(default_factory=CostWeights)
-    aggregate_selection: bool = True
-    reference_counting: bool = True
-    recursive_bounding: bool = True
+    aggregate_selection: bool = False
+    reference_counting: bool = False
+    recursive_bounding: bool = False
     backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
     # The largest plan space accepted, in connected splits (pairs of sub-expressions joined): a query
     # with more raises QueryTooLargeError before anything is built. None: no limit.
     max_join_pairs: int | None = DEFAULT_MAX_JOIN_PAIRS
+    goal_bound: bool = True
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
@@ -128,14 +132,20 @@ class OptimizerConfig:
                 isinstance(self.max_join_pairs, bool) or not isinstance(self.max_join_pairs, int)
                 or self.max_join_pairs < 1):
             raise OptimizerError(f"max_join_pairs must be a positive int or None, got {self.max_join_pairs!r}")
+        if self.goal_bound and self.remembers_costs:
+            # The memo-based mechanisms cost an input at its remembered best, which is exact only when
+            # every entry's best is derived; under the goal bound, entries costlier than the root are not.
+            raise OptimizerError(
+                "goal_bound cannot be combined with aggregate_selection or recursive_bounding (the memo-based "
+                "pruning); pass goal_bound=False with them, or use OptimizerConfig.setting(name)")
 
     @classmethod
     def setting(cls, name: str, weights: CostWeights | None = None, backend: str | None = None) -> "OptimizerConfig":
-        """A named pruning setting: none, aggsel, aggsel+refcount, aggsel+bounding or all."""
+        """A named pruning setting: none, goal, aggsel, aggsel+refcount, aggsel+bounding or all."""
         if name not in PRUNING_SETTINGS:
             raise OptimizerError(f"unknown pruning setting {name!r}; use one of {', '.join(PRUNING_SETTINGS)}")
-        aggsel, refcount, bounding = PRUNING_SETTINGS[name]
-        return cls(weights or CostWeights(), aggsel, refcount, bounding, backend)
+        goal, aggsel, refcount, bounding = PRUNING_SETTINGS[name]
+        return cls(weights or CostWeights(), aggsel, refcount, bounding, backend, goal_bound=goal)
 
     @property
     def remembers_costs(self) -> bool:
@@ -143,6 +153,7 @@ class OptimizerConfig:
 
     def setting_facts(self) -> list[tuple[str, bool]]:
         return [
+            ("goal", self.goal_bound),
             ("memo", self.remembers_costs),
             ("aggsel", self.aggregate_selection),
             ("refcount", self.reference_counting),

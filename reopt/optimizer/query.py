@@ -6,6 +6,7 @@ makes expressions cheap, hashable datalog values, and subset tests single instru
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -43,8 +44,9 @@ class Filter:
     alias: str
     expression: exp.Expression
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
+        # Rendering SQL costs tens of microseconds; every estimate and delta asks for it.
         return self.expression.sql()
 
 
@@ -84,6 +86,8 @@ class Query:
         self._connected: dict[int, bool] = {}
         self._connected_sets: list[int] | None = None
         self._pairs: list[tuple[int, int]] | None = None
+        self._needed: dict[str, frozenset[str] | None] = {}
+        self._texts: dict[str, object] | None = None
         if not self.is_connected(self.full):
             parts = self._components()
             raise QueryError(
@@ -200,15 +204,21 @@ class Query:
     def needed_columns(self, alias: str) -> set[str] | None:
         """The columns of a relation that leave its scan: join keys and what the final step uses.
         None means all of them (no final step is known, or it selects ``*``)."""
+        alias = alias.lower()
+        if alias not in self._needed:
+            self._needed[alias] = self._find_needed_columns(alias)
+        needed = self._needed[alias]
+        return None if needed is None else set(needed)
+
+    def _find_needed_columns(self, alias: str) -> frozenset[str] | None:
         if self.select is None or any(isinstance(e, exp.Star) for e in self.select.expressions):
             return None
-        alias = alias.lower()
         needed = {ref.column for p in self.joins for ref in (p.left, p.right) if ref.alias == alias}
         for key in ("expressions", "group", "having", "order"):
             value = self.select.args.get(key)
             for part in value if isinstance(value, list) else [value] if value is not None else []:
                 needed |= {c.name.lower() for c in part.find_all(exp.Column) if (c.table or "").lower() == alias}
-        return needed
+        return frozenset(needed)
 
     def read_columns(self, alias: str) -> set[str] | None:
         """The columns a scan of the relation reads: the needed ones and those its filters test."""
@@ -245,9 +255,10 @@ class Query:
         return {c: str(find(c)) for c in list(parent)}
 
     def predicate_texts(self) -> dict[str, object]:
-        texts: dict[str, object] = {p.text: p for p in self.joins}
-        texts.update({f.text: f for f in self.filters})
-        return texts
+        if self._texts is None:
+            self._texts = {p.text: p for p in self.joins}
+            self._texts.update({f.text: f for f in self.filters})
+        return dict(self._texts)
 
     def resolve_predicate(self, text: str) -> str:
         """The canonical text of one of the query's predicates, given as SQL (columns may be unqualified)."""
