@@ -1,6 +1,6 @@
 """Re-optimization benchmark (reference paper, sections 6.1, 6.2 and 6.4), in one process.
 
-1. Initial optimization: declarative (all pruning), the Evita Raced setting (declarative with
+1. Initial optimization: declarative (the default configuration: the goal bound), the Evita Raced setting (declarative with
    aggregate selection only), top-down and bottom-up, each as a ratio to top-down, for TPC-H Q5, Q10,
    Q8Join and generated graphs of 10 and 12 relations (paper Figure 5a).
 2. Re-optimization of Q5 after one join's selectivity changes by 1/8 .. 8 times, for each join level

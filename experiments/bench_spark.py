@@ -44,8 +44,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--broadcast-mb", type=float, default=10.0,
                         help="reopt's broadcast threshold in MB of estimated bytes as Spark sizes them (default 10, as Spark's)")
-    parser.add_argument("--pruning", default="none", choices=list(PRUNING_SETTINGS),
-                        help="the optimizer's pruning setting (default none, as in the demo)")
+    parser.add_argument("--pruning", default="goal", choices=list(PRUNING_SETTINGS),
+                        help="the optimizer's pruning setting (default goal, as in the demo and the library)")
     parser.add_argument("--json", help="write records and summary to this file")
     args = parser.parse_args()
 

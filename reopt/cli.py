@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--keys", type=int, default=200_000, help="keys per dimension table (default 200000)")
     demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--pruning", choices=list(PRUNING_SETTINGS), default="none",
-                      help="the optimizer's pruning setting (default none: every batch's feedback changes every "
-                           "statistic of this small query, and pruning then costs time without saving any)")
+    demo.add_argument("--pruning", choices=list(PRUNING_SETTINGS), default="goal",
+                      help="the optimizer's pruning setting (default goal, the library's: best costs are released "
+                           "cheapest first and nothing costlier than the best plan is costed)")
     demo.set_defaults(handler=_demo)
     engine_demo = sub.add_parser("engine-demo", help="the incremental datalog engine on shortest paths")
     engine_demo.add_argument("--edges", type=int, default=10_000, help="edges of the random graph (default 10000)")
