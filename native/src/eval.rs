@@ -1037,8 +1037,9 @@ impl Held {
         let pending = self.pending.get_mut(&rel).expect("held relation");
         let Some(best) = best else {
             pending.remove(&group);
+            // A group ordered up to a goal was hidden when it changed, so only the others have a
+            // vanished minimum left to release.
             if !self.goals.contains_key(&rel) {
-                // a bounded group was hidden when it changed, so it has nothing left to release
                 self.vanished.get_mut(&rel).expect("held relation").insert(group);
             }
             return Ok(());

@@ -309,7 +309,9 @@ class _Held:
         pending = self.pending[name]
         if best is None:
             pending.pop(group, None)
-            if name not in self.goals:  # a bounded group was hidden when it changed; nothing to release
+            # A group ordered up to a goal was hidden when it changed, so only the others have a
+            # vanished minimum left to release.
+            if name not in self.goals:
                 self.vanished[name].add(group)
             return
         if pending.get(group, _MISSING) == best:
@@ -428,8 +430,7 @@ class _StratumRun:
         if self.stratum.ordered and not monotone:
             held = self.core._held(self.stratum)
             held.frontier = {}
-            if self.stratum.goals:
-                self.journal.append((held.restore, held.snapshot()))
+            self.journal.append((held.restore, held.snapshot()))  # a failed run gets back what was held
         rounds = 0
         while True:
             if changes or extra:

@@ -107,12 +107,14 @@ class OptimizerConfig:
     """Everything that shapes the optimizer besides statistics: cost weights and pruning switches.
 
     Pruning never changes the chosen plan, only how much of the plan space is held and re-derived.
-    ``goal_bound`` has the engine release best costs cheapest first and stop at the root's: an entry
-    costlier than the best plan stays held and no plan over it is costed, until a change lifts the
-    root's cost to it (docs/pruning.md). ``aggregate_selection`` drops alternatives costlier than a known plan of the same entry (and does
-    not cost them: tuple-source suppression); ``reference_counting`` lets an entry go when no live
-    plan uses it; ``recursive_bounding`` drops alternatives over the budget their parents leave them.
-    Reference counting prunes only what the other two prune first, so on its own it changes nothing.
+    ``goal_bound`` (the default) has the engine release best costs cheapest first and stop at the
+    root's: an entry costlier than the best plan stays held and no plan over it is costed, until a
+    change lifts the root's cost to it. The reference paper's mechanisms over memoized costs, which
+    need ``goal_bound=False``: ``aggregate_selection`` drops alternatives costlier than a known plan
+    of the same entry (and does not cost them: tuple-source suppression); ``reference_counting`` lets
+    an entry go when no live plan uses it; ``recursive_bounding`` drops alternatives over the budget
+    their parents leave them. Reference counting prunes only what the other two prune first, so on
+    its own it changes nothing. docs/pruning.md has both designs.
     """
 
     weights: CostWeights = field(default_factory=CostWeights)
