@@ -35,6 +35,7 @@ nor above ``MAX_ROWS``.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from .catalog import Catalog
@@ -52,14 +53,6 @@ def _width(stats, columns: set[str] | None) -> float:
 # Estimates saturate here: a join of many huge tables with unselective predicates would otherwise
 # overflow to inf (and costs to NaN). Saturating is monotone, so costs stay monotone in their inputs.
 MAX_ROWS = 1e30
-
-
-@dataclass
-class _Join:
-    pair: int  # the mask of the two relations it joins
-    ends: tuple[int, int]  # its two columns, numbered
-    learnt: float | None  # its selectivity as learnt at run time (an override or an observation)
-    text: str
 
 
 class _Partition:
@@ -85,6 +78,56 @@ class _Partition:
 
     def members(self) -> list[int]:
         return list(self._parent)
+
+
+class _JoinGraph:
+    """What join estimation takes from the query alone, worked out once per query and shared by
+    every estimator of it (re-optimization builds one per change): the equi-join predicates in
+    canonical order with their columns numbered, and for each expression the predicates inside it
+    and the key equivalence classes they form."""
+
+    def __init__(self, query: Query):
+        self.joins = sorted(query.joins, key=lambda p: p.text)
+        column_ids: dict[object, int] = {}
+        self.columns: list[tuple[str, str]] = []  # (table, column) of each numbered column
+        self.ends: list[tuple[int, int]] = []
+        for p in self.joins:
+            ends = []
+            for ref in (p.left, p.right):
+                if ref not in column_ids:
+                    column_ids[ref] = len(column_ids)
+                    self.columns.append((query.table_of(ref.alias), ref.column))
+                ends.append(column_ids[ref])
+            self.ends.append((ends[0], ends[1]))
+        self.pairs = [query.bit(p.left.alias) | query.bit(p.right.alias) for p in self.joins]
+        self.texts = [p.text for p in self.joins]
+        self._classes: dict[int, tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]] = {}
+
+    def classes(self, mask: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+        """The predicates inside ``mask`` (by number) and its key classes: each a sorted tuple of
+        columns, the classes in order of their smallest column."""
+        known = self._classes.get(mask)
+        if known is None:
+            inside = tuple(j for j, pair in enumerate(self.pairs) if pair & mask == pair)
+            equal = _Partition()
+            for j in inside:
+                equal.union(*self.ends[j])
+            groups: dict[int, list[int]] = {}
+            for column in sorted(equal.members()):
+                groups.setdefault(equal.find(column), []).append(column)
+            known = self._classes[mask] = (inside, tuple(tuple(groups[root]) for root in sorted(groups)))
+        return known
+
+
+_join_graphs: "weakref.WeakKeyDictionary[Query, _JoinGraph]" = weakref.WeakKeyDictionary()
+
+
+def _join_graph(query: Query) -> _JoinGraph:
+    """The query's join graph, kept as long as the query lives."""
+    graph = _join_graphs.get(query)
+    if graph is None:
+        graph = _join_graphs[query] = _JoinGraph(query)
+    return graph
 
 
 @dataclass(frozen=True)
@@ -115,51 +158,45 @@ class Estimator:
             self._leaf_rows.append(stats.rows * selectivity)
             self._widths.append(_width(stats, out_columns))
             self._scanned.append(stats.rows * _width(stats, read_columns))
-        column_ids: dict[object, int] = {}
-        self._ndv: list[float] = []
-        self._joins: list[_Join] = []
-        for p in sorted(query.joins, key=lambda p: p.text):
-            ends = []
-            for ref in (p.left, p.right):
-                if ref not in column_ids:
-                    column_ids[ref] = len(column_ids)
-                    self._ndv.append(max(catalog.column(query.table_of(ref.alias), ref.column).ndv, 1.0))
-                ends.append(column_ids[ref])
-            self._joins.append(_Join(query.bit(p.left.alias) | query.bit(p.right.alias), (ends[0], ends[1]),
-                                     catalog.selectivities.get(p.text), p.text))
+        graph = self._graph = _join_graph(query)
+        self._ndv = [max(catalog.column(table, column).ndv, 1.0) for table, column in graph.columns]
+        # each predicate's selectivity as learnt at run time (an override or an observation), or None
+        self._learnt: list[float | None] = [catalog.selectivities.get(text) for text in graph.texts]
         self._corrections: list[tuple[int, float]] = []
         observed = sorted(((query.mask(names), rows) for names, rows in catalog.observed.items()
                            if set(names) <= set(query.aliases)), key=lambda mr: (bin(mr[0]).count("1"), mr[0]))
         self._observed = {mask: max(rows, 1.0) for mask, rows in observed}
-        fixed: set[str] = set()
+        fixed: set[int] = set()
         for mask, rows in observed:
-            inside = [join for join in self._joins if join.pair & mask == join.pair]
-            open_joins = [join for join in inside if join.text not in fixed]
+            inside = graph.classes(mask)[0]
+            open_joins = [j for j in inside if j not in fixed]
             if len(open_joins) == 1:
-                join = open_joins[0]
-                join.learnt = 1.0  # counted first, so the estimate without it is what remains
-                join.learnt = clamp(max(rows, 1.0) / max(self._corrected(mask), 1e-300))
+                j = open_joins[0]
+                self._learnt[j] = 1.0  # counted first, so the estimate without it is what remains
+                self._learnt[j] = clamp(max(rows, 1.0) / max(self._corrected(mask), 1e-300))
             else:
                 self._corrections.append((mask, max(rows, 1.0) / max(self._corrected(mask), 1.0)))
-            fixed.update(join.text for join in inside)
+            fixed.update(inside)
 
     def _join_selectivity(self, mask: int) -> float:
         """The product of the selectivities that count for ``mask`` (see the module docstring)."""
-        inside = [join for join in self._joins if join.pair & mask == join.pair]
-        equal, part = _Partition(), _Partition()
-        for join in inside:
-            equal.union(*join.ends)
+        graph, learnt = self._graph, self._learnt
+        inside, groups = graph.classes(mask)
         selectivity = 1.0
-        for join in sorted((j for j in inside if j.learnt is not None), key=lambda j: (-j.learnt, j.text)):
-            if part.union(*join.ends):
-                selectivity *= join.learnt
-        parts: dict[int, dict[int, float]] = {}  # group -> part -> the part's distinct count
-        for column in sorted(equal.members()):
-            root = part.find(column)
-            counts = parts.setdefault(equal.find(column), {})
-            counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
-        for group in sorted(parts):
-            ndvs = sorted(parts[group].values())
+        known = sorted((j for j in inside if learnt[j] is not None), key=lambda j: (-learnt[j], graph.texts[j]))
+        part = _Partition()
+        for j in known:
+            if part.union(*graph.ends[j]):
+                selectivity *= learnt[j]
+        for group in groups:
+            if known:  # a part's distinct count is the smallest of its columns'
+                counts: dict[int, float] = {}
+                for column in group:
+                    root = part.find(column)
+                    counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
+                ndvs = sorted(counts.values())
+            else:
+                ndvs = sorted(self._ndv[column] for column in group)
             for ndv in ndvs[1:]:
                 selectivity *= clamp(1.0 / ndv)
         return selectivity
