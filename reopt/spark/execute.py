@@ -11,16 +11,16 @@ references rewritten to the renamed columns.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from ..optimizer.errors import QueryError
 from ..optimizer.plan import Plan, PlanNode
 from ..optimizer.plan_space import BROADCAST_HASH_JOIN, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN
-from ..optimizer.query import Query
+from ..optimizer.query import ColumnRef, Query
 
 HINTS = {BROADCAST_HASH_JOIN: "broadcast", SHUFFLED_HASH_JOIN: "shuffle_hash", SORT_MERGE_JOIN: "merge"}
 _JOINED = "reopt_joined_result"  # stands for the joined frame in the final step's SQL
@@ -40,7 +40,7 @@ def execute(plan: Plan, tables: Mapping[str, DataFrame], join_strategy: str | No
         raise QueryError(f"no DataFrame given for table(s) {', '.join(missing)}")
     if join_strategy is not None and join_strategy not in HINTS:
         raise QueryError(f"unknown join strategy {join_strategy!r} (one of {', '.join(sorted(HINTS))})")
-    joined = join_tree(plan.root, query, tables, join_strategy)
+    joined = join_tree(plan.root, query, _renamed_scan(query, tables), _renamed_key, join_strategy)
     return _final_step(query, joined)
 
 
@@ -59,24 +59,34 @@ def _renamed(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
-def join_tree(node: PlanNode, query: Query, tables: Mapping[str, DataFrame],
-              join_strategy: str | None = None) -> DataFrame:
-    """The DataFrame of one plan node: scans with filters, joins in order with strategy hints."""
-    if node.op == SCAN:
-        alias = query.names(node.expr)[0]
+def _renamed_scan(query: Query, tables: Mapping[str, DataFrame]) -> Callable[[str], DataFrame]:
+    def scan(alias: str) -> DataFrame:
         source = tables[query.table_of(alias)]
         frame = source.select([F.col(f"`{c}`").alias(column_name(alias, c)) for c in source.columns])
         for f in query.filters_on(alias):
             frame = frame.where(F.expr(_renamed(f.expression).sql(dialect="spark")))
         return frame
+    return scan
+
+
+def _renamed_key(ref: ColumnRef) -> Column:
+    return F.col(column_name(ref.alias, ref.column))
+
+
+def join_tree(node: PlanNode, query: Query, scan: Callable[[str], DataFrame], key: Callable[[ColumnRef], Column],
+              join_strategy: str | None = None) -> DataFrame:
+    """The DataFrame of one plan node: ``scan(relation)`` at the leaves, joins in the plan's order
+    on ``key(column)`` equalities, each with its strategy hint."""
+    if node.op == SCAN:
+        return scan(query.names(node.expr)[0])
     if node.op not in JOINS:
-        return join_tree(node.children[0], query, tables, join_strategy)  # enforcers: Spark inserts them
+        return join_tree(node.children[0], query, scan, key, join_strategy)  # enforcers: Spark inserts them
     left_node, right_node = node.children
-    left = join_tree(left_node, query, tables, join_strategy)
-    right = join_tree(right_node, query, tables, join_strategy)
+    left = join_tree(left_node, query, scan, key, join_strategy)
+    right = join_tree(right_node, query, scan, key, join_strategy)
     condition = None
     for p in query.joins_between(left_node.expr, right_node.expr):
-        term = F.col(column_name(p.left.alias, p.left.column)) == F.col(column_name(p.right.alias, p.right.column))
+        term = key(p.left) == key(p.right)
         condition = term if condition is None else condition & term
     return left.join(right.hint(HINTS[join_strategy or node.op]), condition, "inner")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from pyspark.sql import SparkSession
 
@@ -36,8 +36,9 @@ log = logging.getLogger(__name__)
 
 class MetricsHook:
     def __init__(self, spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None,
-                 stage_times: bool = True):
+                 stage_times: bool = True, relation_of: Callable[[Any], str | None] | None = None):
         self.spark = spark
+        self.relation_of = relation_of
         self.optimizer = optimizer
         self.on_plan = on_plan
         self.plan = optimizer.optimize()
@@ -87,7 +88,7 @@ class MetricsHook:
             return
         try:
             physical_plan = query_execution.executedPlan()
-            tree = executed_tree_of(physical_plan, self.optimizer.query)
+            tree = executed_tree_of(physical_plan, self.optimizer.query, self.relation_of)
         except QueryError:
             return
         except Exception as exc:  # noqa: BLE001 - a hook must never fail the job
@@ -112,7 +113,7 @@ class MetricsHook:
         if not self._attached:
             return
         try:
-            tree = executed_tree_of(physical_plan, self.optimizer.query)
+            tree = executed_tree_of(physical_plan, self.optimizer.query, self.relation_of)
         except QueryError:
             return  # some other query: not ours to learn from
         except Exception as exc:  # noqa: BLE001 - a hook must never fail the job
@@ -167,9 +168,11 @@ class _Listener(JvmObject):
 
 
 def attach(spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None,
-           stage_times: bool = True) -> MetricsHook:
-    """Register a hook that feeds ``optimizer`` after every action on a plan of its query."""
-    return MetricsHook(spark, optimizer, on_plan, stage_times).attach()
+           stage_times: bool = True, relation_of: Callable[[Any], str | None] | None = None) -> MetricsHook:
+    """Register a hook that feeds ``optimizer`` after every action on a plan of its query.
+    ``relation_of`` tells which relation an executed operator reads (see ``executed_tree_of``);
+    ``PlannedFrame.attach`` passes its own."""
+    return MetricsHook(spark, optimizer, on_plan, stage_times, relation_of).attach()
 
 
 def detach(hook: MetricsHook) -> None:

@@ -6,7 +6,7 @@ from a query's executed plan (AQE's adaptive plan and query stages unwrapped), a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
@@ -95,9 +95,12 @@ def executed_tree(df: DataFrame, query: Query) -> ExecutedNode:
     return executed_tree_of(df._jdf.queryExecution().executedPlan(), query)
 
 
-def executed_tree_of(physical_plan, query: Query) -> ExecutedNode:
+def executed_tree_of(physical_plan, query: Query,
+                     relation_of: Callable[[Any], str | None] | None = None) -> ExecutedNode:
     """The join tree of a JVM physical plan (``QueryExecution.executedPlan()``) of a frame built by
-    ``execute``; ``QueryError`` if it is not a plan of ``query``."""
+    ``execute``; ``QueryError`` if it is not a plan of ``query``. ``relation_of(operator)`` names the
+    query relation whose rows an operator produces (default: by the names ``execute`` gives columns)."""
+    relation_of = relation_of or (lambda node: _relation_of(node, query))
 
     def walk(node) -> list[ExecutedNode]:
         node = _unwrap(node)
@@ -109,7 +112,7 @@ def executed_tree_of(physical_plan, query: Query) -> ExecutedNode:
             if name in ("BroadcastHashJoin", "ShuffledHashJoin"):
                 build_right = "BuildRight" in node.buildSide().toString()
             return [ExecutedNode(SPARK_JOINS[name], relations, _rows(node), build_right, children)]
-        alias = _relation_of(node, query)
+        alias = relation_of(node)
         if alias is not None and not _contains_join(node):
             leaf = _leaf(node)
             return [ExecutedNode("scan", frozenset([alias]), _rows(leaf), bytes=_metric(leaf, "filesSize"))]

@@ -19,6 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..optimizer.catalog import Catalog, ColumnStats, TableStats
+from ..optimizer.query import ColumnRef
+from .catalyst import JoinRegion, key_column
 
 # Bytes per value in memory (DataType.defaultSize): each column's share of the stored row.
 _WIDTHS = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.LongType: 8, T.FloatType: 4, T.DoubleType: 8,
@@ -72,4 +74,48 @@ def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> 
                 width=width * _width(f.dataType) / in_memory,
             )
         stats[name.lower()] = TableStats(rows, width, columns)
+    return Catalog(stats)
+
+
+def _big(value) -> float:
+    """A Scala BigInt as py4j hands it over (a Python int, or a JVM object printing its digits)."""
+    return float(str(value))
+
+
+def _known_statistics(plan, attributes: Mapping[str, object]) -> tuple[float, dict[str, float]] | None:
+    """Rows and key distinct counts as Spark already knows them for an input (the metastore's, from
+    ``ANALYZE TABLE ... FOR COLUMNS``, carried through filters by Spark's cost-based estimation when
+    ``spark.sql.cbo.enabled`` is on), or None if any is missing."""
+    stats = plan.stats()
+    if not stats.rowCount().isDefined():
+        return None
+    ndv = {}
+    for column, attribute in attributes.items():
+        column_stats = stats.attributeStats().get(attribute)
+        if not column_stats.isDefined() or not column_stats.get().distinctCount().isDefined():
+            return None
+        ndv[column] = _big(column_stats.get().distinctCount().get())
+    return _big(stats.rowCount().get()), ndv
+
+
+def region_catalog(spark: SparkSession, region: JoinRegion) -> Catalog:
+    """Statistics of a join region's inputs: what Spark already knows, else one aggregation job per
+    input over its join keys only (rows after the input's own filters, distinct counts of its keys).
+    Widths are in-memory row sizes (``DataType.defaultSize``), what shuffles and broadcasts move."""
+    stats = {}
+    for name, frame in region.inputs.items():
+        attributes = region.keys[name]
+        known = _known_statistics(region.plans[name], attributes)
+        if known is None:
+            aggregates = [F.count(F.lit(1)).alias("__rows")]
+            aggregates += [F.approx_count_distinct(key_column(region, ColumnRef(name, column))).alias(f"ndv{i}")
+                           for i, column in enumerate(attributes)]
+            row = frame.agg(*aggregates).collect()[0]
+            known = float(row["__rows"]), {column: float(row[f"ndv{i}"]) for i, column in enumerate(attributes)}
+        rows, ndv = known
+        output = region.plans[name].output()
+        width = float(sum(output.apply(i).dataType().defaultSize() for i in range(output.size()))) or 1.0
+        columns = {column: ColumnStats(max(1.0, ndv[column]), width=float(attribute.dataType().defaultSize()))
+                   for column, attribute in attributes.items()}
+        stats[name] = TableStats(rows, width, columns)
     return Catalog(stats)

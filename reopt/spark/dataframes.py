@@ -1,0 +1,103 @@
+"""``optimize(df)``: any DataFrame's inner equi-joins planned by reopt, the rest as Spark planned it.
+
+The DataFrame may come from ``spark.sql`` or the DataFrame API, over catalog tables, views or files.
+reopt reads the join tree from Catalyst's optimized plan (``catalyst.read_join_region``), measures
+its inputs (``statistics.region_catalog``), optimizes, and joins the inputs in its order with its
+strategies under the operators Catalyst put above the joins. A DataFrame with nothing reopt plans
+comes back unchanged, and the log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from ..optimizer.catalog import Catalog
+from ..optimizer.deltas import DeltaStats
+from ..optimizer.optimizer import Optimizer, OptimizerConfig
+from ..optimizer.plan import Plan
+from .catalyst import JoinRegion, NotPlannable, key_column, read_join_region, rebuild
+from .execute import join_tree
+from .hook import MetricsHook, attach
+from .metrics import ExecutedNode, executed_tree_of
+from .session import session_weights
+from .statistics import region_catalog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PlannedFrame:
+    """A DataFrame as reopt planned it, and what it takes to plan it again.
+
+    ``plan`` and ``optimizer`` are None when reopt left the DataFrame as Spark planned it; ``reason``
+    then says why."""
+
+    frame: DataFrame
+    plan: Plan | None = None
+    optimizer: Optimizer | None = None
+    region: JoinRegion | None = None
+    reason: str | None = None
+
+    def reoptimize(self, delta: DeltaStats) -> DataFrame:
+        """Apply runtime statistics (relations are named as in ``plan.query``) and return the
+        DataFrame of the new best plan; ``frame`` and ``plan`` become the new ones."""
+        if self.optimizer is None or self.region is None:
+            raise NotPlannable(f"reopt did not plan this DataFrame: {self.reason}")
+        self._adopt(self.optimizer.reoptimize(delta))
+        return self.frame
+
+
+    def attach(self, stage_times: bool = True) -> MetricsHook:
+        """Feed back every execution of this query's reopt plans (see ``reopt.spark.attach``): each
+        re-optimizes, and ``plan`` and ``frame`` follow the hook's new plan."""
+        if self.optimizer is None or self.region is None:
+            raise NotPlannable(f"reopt did not plan this DataFrame: {self.reason}")
+        return attach(self.frame.sparkSession, self.optimizer, self._adopt, stage_times, self.region.relation_of)
+
+    def _adopt(self, plan: Plan) -> None:
+        self.plan = plan
+        self.frame = _planned(self.region, plan)
+
+    def executed(self) -> ExecutedNode:
+        """The join tree Spark executed for ``frame`` with each join's output rows (call it after an
+        action on ``frame``)."""
+        if self.plan is None or self.region is None:
+            raise NotPlannable(f"reopt did not plan this DataFrame: {self.reason}")
+        physical = self.frame._jdf.queryExecution().executedPlan()
+        return executed_tree_of(physical, self.plan.query, self.region.relation_of)
+
+
+def _planned(region: JoinRegion, plan: Plan) -> DataFrame:
+    joined = join_tree(plan.root, plan.query, region.inputs.__getitem__,
+                       lambda ref: key_column(region, ref))
+    return rebuild(region, joined)
+
+
+def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None) -> PlannedFrame:
+    """Plan ``df``'s inner equi-joins with reopt.
+
+    ``catalog`` gives the inputs' statistics (relations named as ``read_join_region`` names them:
+    after their table or file); by default Spark's own are used where it has them (``ANALYZE TABLE``
+    with ``spark.sql.cbo.enabled``) and the rest are measured, one job per input over its join keys.
+    ``config`` defaults to reopt's, with the session's broadcast threshold."""
+    try:
+        region = read_join_region(df)
+    except NotPlannable as exc:
+        log.info("reopt leaves the DataFrame as Spark planned it: %s", exc)
+        return PlannedFrame(df, reason=str(exc))
+    spark = df.sparkSession
+    if config is None:
+        config = OptimizerConfig(weights=session_weights(spark))
+    optimizer = Optimizer(region.query, catalog or region_catalog(spark, region), config)
+    plan = optimizer.optimize()
+    return PlannedFrame(_planned(region, plan), plan, optimizer, region)
+
+
+def optimize(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None) -> DataFrame:
+    """A DataFrame equal to ``df`` whose inner equi-joins run in reopt's order with reopt's join
+    strategies (see ``plan_frame``)."""
+    return plan_frame(df, catalog, config).frame
+
