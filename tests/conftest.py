@@ -56,3 +56,15 @@ def spark():
     session = local_session("reopt-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def tables(spark, tmp_path_factory):
+    """TPC-H at scale 0.01 as Parquet files (generated once per run), each table also a temporary
+    view of its name for the tests that start from SQL."""
+    from reopt.spark import load_tpch
+
+    frames = load_tpch(spark, 0.01, tmp_path_factory.mktemp("tpch"))
+    for name, frame in frames.items():
+        frame.createOrReplaceTempView(name)
+    return frames

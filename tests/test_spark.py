@@ -8,25 +8,16 @@ import pytest
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import catalog_from_spark, execute, executed_tree, load_tpch, observed_cardinalities
+from reopt.spark import catalog_from_spark, execute, executed_tree, observed_cardinalities
 from reopt.spark.metrics import describe, plan_shape
 
-SCALE = 0.01
 BROADCAST_OFF = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0))
 MERGE_ONLY = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0, build_row=1.0))
 
 
 @pytest.fixture(scope="module")
-def tables(spark, tmp_path_factory):
-    frames = load_tpch(spark, SCALE, tmp_path_factory.mktemp("tpch"))
-    for name, frame in frames.items():
-        frame.createOrReplaceTempView(name)
-    return frames
-
-
-@pytest.fixture(scope="module")
 def catalog():
-    return reopt.Catalog.tpch(SCALE)
+    return reopt.Catalog.tpch(0.01)
 
 
 @pytest.fixture

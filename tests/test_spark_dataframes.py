@@ -1,6 +1,6 @@
 """reopt.spark.optimize: a user's own DataFrame in, the same rows out, joined as reopt planned.
 
-TPC-H at scale 0.01 as files read by Spark; the queries come through ``spark.sql`` over temporary
+TPC-H at scale 0.01 as files read by Spark (conftest's ``tables``); the queries come through ``spark.sql`` over temporary
 views and through the DataFrame API."""
 
 import logging
@@ -10,20 +10,8 @@ from pyspark.sql import functions as F
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import NotPlannable, load_tpch, optimize, plan_frame
+from reopt.spark import NotPlannable, optimize, plan_frame
 from reopt.spark.metrics import describe, plan_shape
-
-SCALE = 0.01
-
-
-@pytest.fixture(scope="module")
-def tables(spark, tmp_path_factory):
-    frames = load_tpch(spark, SCALE, tmp_path_factory.mktemp("tpch"))
-    for name, frame in frames.items():
-        frame.createOrReplaceTempView(name)
-    yield frames
-    for name in frames:
-        spark.catalog.dropTempView(name)
 
 
 def rows(frame):

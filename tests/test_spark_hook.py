@@ -7,12 +7,7 @@ import pytest
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import attach, detach, execute, load_tpch
-
-
-@pytest.fixture(scope="module")
-def tables(spark, tmp_path_factory):
-    return load_tpch(spark, 0.01, tmp_path_factory.mktemp("tpch-hook"))
+from reopt.spark import attach, detach, execute
 
 
 @pytest.fixture

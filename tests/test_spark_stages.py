@@ -7,15 +7,10 @@ import pytest
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import execute, load_tpch
+from reopt.spark import execute
 from reopt.spark.stages import StageListener, StageRecord, cost_factor_feedback, stage_operators
 
 MERGE_ONLY = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0, build_row=1.0))
-
-
-@pytest.fixture(scope="module")
-def tables(spark, tmp_path_factory):
-    return load_tpch(spark, 0.01, tmp_path_factory.mktemp("tpch-stages"))
 
 
 @pytest.fixture(scope="module")
