@@ -37,7 +37,7 @@ def _demo(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     try:
-        from .spark.demo import compare
+        from .spark.demo import MODES, compare
     except ModuleNotFoundError as exc:
         if exc.name != "pyspark":
             raise
@@ -54,17 +54,24 @@ def _demo(args: argparse.Namespace) -> int:
     spark = local_session("reopt-demo", master=args.master)
     try:
         with Progress(console=console, transient=True) as progress:
-            tasks = {mode: progress.add_task(f"{mode:>8} run", total=config.batches) for mode in ("static", "adaptive")}
-            result = compare(spark, config, on_batch=lambda mode, record: progress.advance(tasks[mode]),
-                             optimizer_config=OptimizerConfig.setting(args.pruning))
+            task = progress.add_task("starting", total=None)
+
+            def on_phase(phase: str) -> None:
+                total = config.batches * len(MODES) if phase == "batches" else None
+                progress.reset(task, total=total, description=phase)
+
+            result = compare(spark, config, on_batch=lambda mode, record: progress.advance(task),
+                             optimizer_config=OptimizerConfig.setting(args.pruning), on_phase=on_phase)
     finally:
         spark.stop()
-    table = Table("batch", "changed", "reopt ms", "adaptive s", "static s")
+    table = Table("batch", "changed", "reopt ms", "adaptive s", "static s", "Spark SQL s", "first")
     table.add_column("adaptive plan (join order)", no_wrap=True)
-    for adaptive, static in zip(result.adaptive, result.static):
+    for adaptive, static, aqe, first in zip(result.adaptive, result.static, result.aqe, result.first):
         table.add_row(str(adaptive.batch), "yes" if adaptive.changed else "", f"{adaptive.reopt_s * 1000:.1f}",
-                      f"{adaptive.batch_s:.2f}", f"{static.batch_s:.2f}", adaptive.plan)
+                      f"{adaptive.batch_s:.2f}", f"{static.batch_s:.2f}", f"{aqe.batch_s:.2f}", first, adaptive.plan)
     console.print(table)
+    console.print("changed: the batch ran a new plan, learnt from the batches before it. Spark SQL plans each "
+                  "batch itself with adaptive query execution. first: the run that read the batch first (cold).")
     console.print(f"static plan: {result.static[0].plan}; results identical batch by batch: "
                   f"{'yes' if result.same_results else 'NO'}")
     print(result.summary())

@@ -1,6 +1,8 @@
 """The command line: explain, eval, and the demo's machine-readable summary."""
 
 import json
+import subprocess
+import sys
 
 from reopt.cli import main
 
@@ -80,3 +82,16 @@ def test_engine_demo_with_fewer_edges_than_its_default_nodes_finishes(capsys):
 def test_engine_demo_refuses_a_graph_without_edges(capsys):
     assert main(["engine-demo", "--edges", "0"]) == 2
     assert "--edges must be at least 1" in capsys.readouterr().err
+
+
+def test_demo_compares_three_runs_and_ends_with_its_summary_line():
+    """The main job, small, in its own process (it stops its Spark session when done)."""
+    done = subprocess.run([sys.executable, "-m", "reopt", "demo", "--batches", "3", "--rows", "20000", "--keys", "5000"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    assert "results identical batch by batch: yes" in done.stdout
+    fields = dict(part.split("=") for part in lines[-1].removeprefix("summary: ").split())
+    assert list(fields) == ["batches", "plan_changes", "adaptive_s", "static_s", "speedup", "reopt_share", "aqe_s",
+                            "speedup_vs_aqe"]
+    assert fields["batches"] == "3"

@@ -5,7 +5,7 @@ import pytest
 
 import reopt
 from reopt.spark import catalog_from_spark, execute
-from reopt.spark.demo import compare
+from reopt.spark.demo import PHASES, compare, rotation
 from reopt.spark.drift import DriftConfig, query_sql, write_workload
 from reopt.spark.metrics import plan_shape
 from reopt.spark.runner import AdaptiveRunner, run_partitions
@@ -78,16 +78,28 @@ def test_static_runner_never_reoptimizes(spark, workload):
     assert all(r.reopt_s == 0.0 for r in records)
 
 
-def test_stream_runs_one_plan_per_micro_batch_with_static_results(spark, tmp_path):
+def test_the_demo_runs_each_micro_batch_three_ways_in_rotating_order_with_equal_results(spark, tmp_path):
     config = DriftConfig(batches=4, rows_per_batch=30_000, dimension_keys=10_000, phases=2, seed=5)
-    seen = []
-    result = compare(spark, config, tmp_path, on_batch=lambda mode, record: seen.append((mode, record.batch)))
-    assert [r.batch for r in result.adaptive] == [0, 1, 2, 3]
+    seen, phases = [], []
+    result = compare(spark, config, tmp_path, on_batch=lambda mode, record: seen.append((mode, record.batch)),
+                     on_phase=phases.append)
+    assert phases == list(PHASES)
+    assert [r.batch for r in result.adaptive] == [r.batch for r in result.aqe] == [0, 1, 2, 3]
     assert [r.input_rows for r in result.adaptive] == [30_000] * 4
     assert result.same_results
-    assert all(r.trigger_s is not None and r.trigger_s >= r.batch_s - 0.01 for r in result.adaptive)
-    assert seen == [("static", b) for b in range(4)] + [("adaptive", b) for b in range(4)]
-    assert result.summary().startswith("summary: batches=4 plan_changes=")
+    assert seen == [(mode, b) for b in range(4) for mode in rotation(b)]
+    assert result.first == ["adaptive", "static", "aqe", "adaptive"]
+    summary = result.summary()
+    assert summary.startswith("summary: batches=4 plan_changes=")
+    assert f"aqe_s={result.aqe_s:.2f} speedup_vs_aqe={result.aqe_s / result.adaptive_s:.2f}" in summary
+
+
+def test_a_batch_is_marked_changed_when_it_runs_a_new_plan(spark, workload):
+    static, batches, catalog = workload
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events")
+    records = run_partitions(runner, batches)
+    assert not records[0].changed
+    assert [r.changed for r in records[1:]] == [a.key != b.key for a, b in zip(records, records[1:])]
 
 
 def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spark, workload, caplog):
@@ -123,3 +135,21 @@ def test_the_demo_removes_the_data_it_generated(spark, tmp_path, monkeypatch):
     config = DriftConfig(batches=2, rows_per_batch=10_000, dimension_keys=2_000, phases=1, seed=3)
     assert compare(spark, config).same_results
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wide_switch_margin_keeps_the_running_plan_through_the_drift(spark, workload):
+    static, batches, catalog = workload
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                            switch_margin=0.99)
+    records = run_partitions(runner, batches)
+    assert len({r.key for r in records}) == 1 and not any(r.changed for r in records)
+    now = runner.optimizer.costed(runner.plan)
+    assert runner.plan.cost == now.cost  # the kept plan carries its cost under today's statistics
+
+
+@pytest.mark.parametrize("margin", [-0.1, 1.0, "5%", True])
+def test_switch_margin_is_a_share_below_one(spark, workload, margin):
+    static, _batches, catalog = workload
+    with pytest.raises(reopt.OptimizerError, match="switch_margin is a share in"):
+        AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                       switch_margin=margin)

@@ -238,6 +238,32 @@ class Optimizer:
         self._versions.update(new_versions)
         return self._extract()
 
+    def costed(self, plan: Plan) -> Plan | None:
+        """``plan`` (a plan of this optimizer's query) with its rows and costs estimated under the
+        current statistics, added up as the rules add them; None if it is infeasible now (a
+        broadcast over the threshold). What a plan chosen earlier costs now."""
+        if plan.query is not self.query:
+            raise OptimizerError("costed() takes a plan of this optimizer's query")
+        if not self._loaded:
+            self._load()
+
+        def walk(node: PlanNode) -> PlanNode | None:
+            children = [walk(child) for child in node.children]
+            if None in children:
+                return None
+            stats = self._stats[node.expr]
+            local = self.costs.local(node.op, stats, *(self._stats[c.expr] for c in children),
+                                     factor=self._factors[node.op])
+            if local is None:
+                return None
+            total = local
+            for child in children:
+                total = total + child.cost
+            return PlanNode(node.op, node.expr, node.prop, total, local, stats.rows, children)
+
+        root = walk(plan.root)
+        return None if root is None else Plan(root, self.query)
+
     def _bumped_versions(self, changed: list[int], all_changed: bool) -> dict[int, int]:
         """The next version of every expression whose cost inputs changed: the expression's own
         statistics, those of any sub-expression, or any cost factor."""

@@ -1,30 +1,39 @@
-"""The main job: an adaptive stream on Spark over drifting data, against the initial plan kept static.
+"""The main job: an adaptive stream on Spark over drifting data, against the initial plan kept static
+and against Spark SQL planning each micro-batch itself (with adaptive query execution, as a user
+would run it).
 
-Both runs read the same micro-batches (a file source, ``trigger(availableNow=True)``) and must return
-the same results batch by batch; the adaptive run re-optimizes after every batch from what Spark
-observed. A warm-up batch runs first so that neither run pays Spark's start-up costs alone.
+One stream (a file source, ``trigger(availableNow=True)``) runs every micro-batch three ways, in an
+order that rotates from batch to batch, since whoever reads a batch first reads it cold. All three
+must return the same results batch by batch. The adaptive run re-optimizes after every batch from
+what Spark observed. A warm-up batch runs first so that no run pays Spark's start-up costs alone.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from ..optimizer.optimizer import Optimizer, OptimizerConfig
 from .drift import DriftConfig, query_sql, write_workload
-from .runner import AdaptiveRunner, BatchRecord, run_stream
+from .runner import AdaptiveRunner, BatchRecord, stream_batches
 from .session import session_weights
 from .statistics import catalog_from_spark
+
+MODES = ("adaptive", "static", "aqe")
+PHASES = ("generating data", "statistics", "warm-up", "batches")
 
 
 @dataclass
 class Comparison:
     adaptive: list[BatchRecord]
     static: list[BatchRecord]
+    aqe: list[BatchRecord]  # Spark SQL planning each batch itself
+    first: list[str]  # per batch, the run that read it first
 
     @property
     def adaptive_s(self) -> float:
@@ -35,49 +44,89 @@ class Comparison:
         return sum(r.batch_s for r in self.static)
 
     @property
+    def aqe_s(self) -> float:
+        return sum(r.batch_s for r in self.aqe)
+
+    @property
     def reopt_share(self) -> float:
         return sum(r.reopt_s for r in self.adaptive) / self.adaptive_s
 
     @property
     def plan_changes(self) -> int:
+        """Batches that ran a different plan from the batch before them."""
         return sum(r.changed for r in self.adaptive)
 
     @property
     def same_results(self) -> bool:
-        return [sorted(r.result) for r in self.adaptive] == [sorted(r.result) for r in self.static]
+        results = [[sorted(r.result) for r in records] for records in (self.adaptive, self.static, self.aqe)]
+        return results[0] == results[1] == results[2]
 
     def summary(self) -> str:
         return (f"summary: batches={len(self.adaptive)} plan_changes={self.plan_changes} "
                 f"adaptive_s={self.adaptive_s:.2f} static_s={self.static_s:.2f} "
-                f"speedup={self.static_s / self.adaptive_s:.2f} reopt_share={self.reopt_share:.4f}")
+                f"speedup={self.static_s / self.adaptive_s:.2f} reopt_share={self.reopt_share:.4f} "
+                f"aqe_s={self.aqe_s:.2f} speedup_vs_aqe={self.aqe_s / self.adaptive_s:.2f}")
+
+
+def rotation(batch: int) -> list[str]:
+    """The order the runs take a batch in: each run reads every third batch first."""
+    shift = batch % len(MODES)
+    return list(MODES[shift:] + MODES[:shift])
 
 
 def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | None = None,
             on_batch: Callable[[str, BatchRecord], None] | None = None,
-            optimizer_config: OptimizerConfig | None = None) -> Comparison:
-    """Run the drifting stream twice, static then adaptive, after a warm-up batch. Without a
-    ``directory`` the data lives in a temporary one that is removed afterwards. reopt prices
-    broadcasts with the session's broadcast threshold."""
+            optimizer_config: OptimizerConfig | None = None,
+            on_phase: Callable[[str], None] | None = None) -> Comparison:
+    """Run the drifting stream once, each micro-batch adaptive, static and by Spark SQL, after a
+    warm-up batch. ``on_phase`` hears each of ``PHASES`` as it starts, ``on_batch(mode, record)``
+    each run of a batch. Without a ``directory`` the data lives in a temporary one that is removed
+    afterwards. reopt prices broadcasts with the session's broadcast threshold."""
     if directory is None:
         with tempfile.TemporaryDirectory(prefix="reopt-demo-") as temporary:
-            return compare(spark, config, temporary, on_batch, optimizer_config)
+            return compare(spark, config, temporary, on_batch, optimizer_config, on_phase)
+    phase = on_phase or (lambda name: None)
     directory = Path(directory)
     base = optimizer_config or OptimizerConfig()
     optimizer_config = replace(base, weights=session_weights(spark, base.weights))
+    phase("generating data")
     paths = write_workload(spark, config, directory / "data")
-    static_tables = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "events"}
+    dimensions = {name: str(path) for name, path in paths.items() if name != "events"}
+    static_tables = {name: spark.read.parquet(path) for name, path in dimensions.items()}
     first_batch = spark.read.parquet(str(paths["events"] / "batch=0000"))
+    phase("statistics")
     catalog = catalog_from_spark(spark, {**static_tables, "events": first_batch})
     sql = query_sql(config)
-    AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
-                   adaptive=False).run_batch(
-        first_batch, -1)
+    runners = {mode: AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
+                                    adaptive=mode == "adaptive")
+               for mode in ("adaptive", "static")}
+    aqe_sql = query_sql(config, placeholders=True)
+
+    def spark_sql(batch: DataFrame, batch_id: int) -> BatchRecord:
+        session = batch.sparkSession  # inside foreachBatch, a clone whose views the caller cannot see
+        tables = {name: session.read.parquet(path) for name, path in dimensions.items()}
+        start = time.perf_counter()
+        result = [tuple(row) for row in session.sql(aqe_sql, events=batch, **tables).collect()]
+        return BatchRecord(batch_id, "Spark SQL", False, 0.0, time.perf_counter() - start, None, result)
+
+    phase("warm-up")
+    runners["static"].run_batch(first_batch, -1)
+    spark_sql(first_batch, -1)
+    runners["static"].records.clear()
+    records: dict[str, list[BatchRecord]] = {mode: [] for mode in MODES}
+    first: list[str] = []
+
+    def each(batch: DataFrame, batch_id: int) -> None:
+        order = rotation(batch_id)
+        first.append(order[0])
+        for mode in order:
+            record = spark_sql(batch, batch_id) if mode == "aqe" else runners[mode].run_batch(batch, batch_id)
+            records[mode].append(record)
+            if on_batch is not None:
+                on_batch(mode, record)
+
+    phase("batches")
     schema = spark.read.parquet(str(paths["events"])).schema
-    records = {}
-    for mode in ("static", "adaptive"):
-        runner = AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
-                                adaptive=mode == "adaptive",
-                                on_batch=(lambda r, m=mode: on_batch(m, r)) if on_batch else None)
-        source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(paths["events"]))
-        records[mode] = run_stream(runner, source, str(directory / f"checkpoint-{mode}"))
-    return Comparison(records["adaptive"], records["static"])
+    source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(paths["events"]))
+    stream_batches(spark, source, str(directory / "checkpoint"), each)
+    return Comparison(records["adaptive"], records["static"], records["aqe"], first)

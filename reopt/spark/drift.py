@@ -47,10 +47,12 @@ def match_share(config: DriftConfig, batch: int, dimension: int) -> float:
     return OTHER_SHARES[(dimension + phase) % len(OTHER_SHARES)]
 
 
-def query_sql(config: DriftConfig, table_prefix: str = "") -> str:
-    """The workload's query; ``table_prefix`` names other copies of the tables (aliases stay)."""
+def query_sql(config: DriftConfig, table_prefix: str = "", placeholders: bool = False) -> str:
+    """The workload's query; ``table_prefix`` names other copies of the tables (aliases stay), and
+    ``placeholders`` writes each table as ``{name}``, for ``spark.sql(text, name=frame, ...)``."""
     dims = range(config.dimensions)
-    tables = ", ".join(f"{table_prefix}{name} {name}" for name in ["events"] + [f"d{i}" for i in dims])
+    names = ["events"] + [f"d{i}" for i in dims]
+    tables = ", ".join(f"{{{name}}} {name}" if placeholders else f"{table_prefix}{name} {name}" for name in names)
     joins = " and ".join(f"events.k{i} = d{i}.k" for i in dims)
     filters = " and ".join(f"d{i}.grp < {config.kept_percent}" for i in dims)
     weights = " + ".join(["events.v"] + [f"d{i}.w" for i in dims])

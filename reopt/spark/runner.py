@@ -30,8 +30,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ..optimizer.deltas import DeltaStats
-from ..optimizer.errors import QueryError
+from ..optimizer.errors import OptimizerError, QueryError
 from ..optimizer.optimizer import Optimizer
+from ..optimizer.plan import Plan
 from ..optimizer.plan_space import SORT_MERGE_JOIN
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
@@ -39,12 +40,16 @@ from .stages import StageListener, cost_factor_feedback, stage_operators
 
 log = logging.getLogger(__name__)
 
+# Plans estimated less than 5% apart are ties within the estimates' noise: switching between them
+# buys nothing and makes the plan flip as the statistics wobble.
+DEFAULT_SWITCH_MARGIN = 0.05
+
 
 @dataclass
 class BatchRecord:
     batch: int
     plan: str  # compact join order of the plan this batch ran with
-    changed: bool  # whether re-optimization after this batch chose a different plan for the next
+    changed: bool  # whether this batch ran a different plan from the batch before it
     reopt_s: float
     batch_s: float
     input_rows: int | None
@@ -62,11 +67,16 @@ class AdaptiveRunner:
     self-join, as in Linear Road's SegTollS); the runner keeps them cached and tells the optimizer
     their size. With a ``stage_listener`` (attached), each batch's stage times also feed back, as cost
     factors.
+
+    ``switch_margin`` is the hysteresis of plan switches: the runner moves to a new best plan only if
+    it is estimated at least that share cheaper than the running plan under the same statistics, so
+    estimates that wobble around a tie do not flip the plan batch after batch (0: always switch).
     """
 
     def __init__(self, optimizer: Optimizer, spark: SparkSession, static_tables: Mapping[str, DataFrame],
                  stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
-                 stage_listener: StageListener | None = None, window: tuple[str, int] | None = None):
+                 stage_listener: StageListener | None = None, window: tuple[str, int] | None = None,
+                 switch_margin: float = DEFAULT_SWITCH_MARGIN):
         query = optimizer.query
         tables = {table for _alias, table in query.relations}
         for name in [stream] + ([window[0]] if window else []):
@@ -74,6 +84,9 @@ class AdaptiveRunner:
                 raise QueryError(f"'{name}' is not a table of the query (tables: {', '.join(sorted(tables))})")
         if window is not None and window[1] < 1:
             raise QueryError(f"a window holds at least one batch, not {window[1]}")
+        if isinstance(switch_margin, bool) or not isinstance(switch_margin, (int, float)) or not 0 <= switch_margin < 1:
+            raise OptimizerError(f"switch_margin is a share in [0, 1), got {switch_margin!r}")
+        self.switch_margin = float(switch_margin)
         self.optimizer = optimizer
         self.spark = spark
         self.static_tables = dict(static_tables)
@@ -86,6 +99,7 @@ class AdaptiveRunner:
         self._recent: deque[tuple[DataFrame, int]] = deque()
         self.plan = optimizer.optimize()
         self.records: list[BatchRecord] = []
+        self._last_key: str | None = None  # the plan the last batch ran
 
     def _window_frame(self, batch: DataFrame) -> DataFrame:
         if not self._recent:
@@ -105,6 +119,8 @@ class AdaptiveRunner:
         tables[self.stream] = batch
         query = self.optimizer.query
         executed_order, executed_key = self.plan.join_order(), self.plan.key()
+        changed = self._last_key is not None and executed_key != self._last_key
+        self._last_key = executed_key
         start = time.perf_counter()
         frame = execute(self.plan, tables)
         tag = f"{id(self)}-{batch_id}"
@@ -124,7 +140,7 @@ class AdaptiveRunner:
         input_rows = next((n.rows for n in tree.scans() if n.relations <= self.stream_aliases), None)
         if self.window is not None:
             self._remember(batch, input_rows if input_rows is not None else batch.count())
-        reopt_s, changed, stage_count = 0.0, False, None
+        reopt_s, stage_count = 0.0, None
         if self.adaptive:
             feedback = observed_cardinalities(tree, query)
             if input_rows is not None:
@@ -139,16 +155,27 @@ class AdaptiveRunner:
                     self.plan, stages, stage_operators(frame._jdf.queryExecution().executedPlan()),
                     self.optimizer.catalog.cost_factors)
             start = time.perf_counter()
-            new_plan = self.optimizer.reoptimize(feedback)
+            self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
             reopt_s = time.perf_counter() - start
-            changed = new_plan.key() != self.plan.key()
-            self.plan = new_plan
         record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
                              stages=stage_count, key=executed_key, retried=retried)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
         return record
+
+    def _next_plan(self, best: Plan) -> Plan:
+        """``best``, unless the running plan costs, under the same statistics, less than
+        ``1 / (1 - switch_margin)`` times as much (or the plans are the same)."""
+        if best.key() == self.plan.key() or self.switch_margin == 0:
+            return best
+        running = self.optimizer.costed(self.plan)
+        if running is not None and best.cost > running.cost * (1 - self.switch_margin):
+            log.info("keeping plan %s: the new best %s is estimated only %.1f%% cheaper (switch margin %.0f%%)",
+                     running.join_order(), best.join_order(), 100 * (1 - best.cost / running.cost),
+                     100 * self.switch_margin)
+            return running
+        return best
 
     def _collect(self, frame: DataFrame, tag: str) -> list[tuple]:
         if self.stage_listener is None:
@@ -200,26 +227,38 @@ class ProgressListener(StreamingQueryListener):
         pass
 
 
-def run_stream(runner: AdaptiveRunner, source: DataFrame, checkpoint: str) -> list[BatchRecord]:
-    """A Structured Streaming run over ``source`` (a streaming DataFrame), one plan per micro-batch.
-
-    Uses ``trigger(availableNow=True)``: every micro-batch available now is processed, then the query
-    stops. A ``StreamingQueryListener`` adds Spark's own trigger time to each batch's record. Errors
-    inside a micro-batch stop the stream and are raised here.
-    """
+def stream_batches(spark: SparkSession, source: DataFrame, checkpoint: str,
+                   handle: Callable[[DataFrame, int], None]) -> dict[int, tuple[int, float]]:
+    """Run ``handle(frame, batch_id)`` on every micro-batch of ``source`` (a streaming DataFrame)
+    available now (``trigger(availableNow=True)``), then stop; Spark's own input rows and trigger
+    time per batch id, from a ``StreamingQueryListener``. An error inside a micro-batch stops the
+    stream and is raised here."""
     listener = ProgressListener()
-    runner.spark.streams.addListener(listener)
+    seen: list[int] = []
+
+    def each(frame: DataFrame, batch_id: int) -> None:
+        handle(frame, batch_id)
+        seen.append(batch_id)
+
+    spark.streams.addListener(listener)
     try:
-        query = (source.writeStream.foreachBatch(lambda frame, batch_id: runner.run_batch(frame, batch_id))
+        query = (source.writeStream.foreachBatch(each)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         listener.query_id = str(query.id)
         query.awaitTermination()
         deadline = time.monotonic() + 10  # progress events arrive asynchronously after each batch
-        while time.monotonic() < deadline and not all(r.batch in listener.progress for r in runner.records):
+        while time.monotonic() < deadline and not all(b in listener.progress for b in seen):
             time.sleep(0.05)
     finally:
-        runner.spark.streams.removeListener(listener)
+        spark.streams.removeListener(listener)
+    return dict(listener.progress)
+
+
+def run_stream(runner: AdaptiveRunner, source: DataFrame, checkpoint: str) -> list[BatchRecord]:
+    """A Structured Streaming run over ``source``, one plan per micro-batch (``stream_batches``); each
+    record gets Spark's own trigger time."""
+    progress = stream_batches(runner.spark, source, checkpoint, lambda frame, batch_id: runner.run_batch(frame, batch_id))
     for record in runner.records:
-        if record.batch in listener.progress:
-            record.trigger_s = listener.progress[record.batch][1]
+        if record.batch in progress:
+            record.trigger_s = progress[record.batch][1]
     return runner.records
