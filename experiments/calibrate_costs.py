@@ -13,7 +13,13 @@ runs, wall time on ``--master``), divided by the rows it handles:
 * probe: streaming the events through a broadcast hash table of 1,000 rows;
 * sort: sorting the repartitioned events within partitions, per row and log2 of the rows per partition;
 * sort and merge: a sort-merge join of events and dimension, less its scans and exchanges, per input
-  row (the two sides' stages overlap on two cores, so sorts and merge are measured together).
+  row (the two sides' stages overlap on two cores, so sorts and merge are measured together);
+* broadcast of a join result, per broadcast: the events joined with a 1,000-row table and then with
+  the dimension, once as a pipeline (both tables broadcast, the events streaming through both hash
+  tables) and once as a chain (the small join result broadcast, the dimension streaming through
+  it). What the chain takes beyond the pipeline, less the difference the per-row weights already
+  charge, is the wait: a join result is broadcast only after the job computing it has finished and
+  been collected on the driver, while scans' broadcasts start together at once.
 
 Prints each figure next to what the ``reopt.CostWeights`` defaults charge for it. The defaults are
 such figures rounded, measured with ``--master "local[1]"`` (one core, so that no two stages overlap
@@ -79,6 +85,13 @@ def main() -> None:
              - exchange * (n + m) / n)
 
     w = reopt.CostWeights()
+    result = events.join(F.broadcast(small.select(F.col("k").alias("s"))), events.k0 == F.col("s"))
+    r = result.count()
+    pipeline = seconds(result.join(F.broadcast(dim), result.k1 == dim.k))
+    chain = seconds(dim.join(F.broadcast(result), dim.k == result.k1))
+    built = w.build_row + w.broadcast_row + 16 * w.broadcast_byte  # two long columns a row
+    charged = (r * built + m * w.probe_row) - (m * built + r * w.probe_row)  # chain less pipeline, per row
+    broadcast_join = chain - pipeline - charged
     width = sum(p.stat().st_size for p in (work / "events").glob("*.parquet")) / n  # stored bytes per row
     figures = [
         ("scan, per row (with its bytes)", (scan_events - overhead) / n, w.row_out + w.scan_byte * width),
@@ -90,10 +103,15 @@ def main() -> None:
         ("sort and merge, per input row", merge / (n + m),
          w.sort_row * math.log2(max(2.0, (n + m) / 2 / partitions)) + w.merge_row),
     ]
-    print(f"{n:,} events, {m:,} dimension rows, {partitions} shuffle partitions, master {args.master}")
+    jobs = [("broadcast of a join result, per job", broadcast_join, w.broadcast_job)]
+    print(f"{n:,} events, {m:,} dimension rows, {r:,} rows in the broadcast join result, "
+          f"{partitions} shuffle partitions, master {args.master}")
     print(f"{'operator':<36}{'measured ns':>12}{'default ns':>12}{'ratio':>8}")
     for name, measured, default in figures:
         print(f"{name:<36}{measured * 1e9:>12.0f}{default * 1e9:>12.0f}{measured / default:>8.2f}")
+    print(f"{'':<36}{'measured ms':>12}{'default ms':>12}")
+    for name, measured, default in jobs:
+        print(f"{name:<36}{measured * 1e3:>12.1f}{default * 1e3:>12.1f}{measured / default:>8.2f}")
     spark.stop()
 
 

@@ -69,7 +69,8 @@ def all_plans(query: Query, catalog, weights=None) -> list[tuple[float, str]]:
                     if left < right and prop in ("any", f"hash[{k}]", f"sorted[{k}]"):
                         options.append(("sort_merge_join", f"sorted[{k}]", f"sorted[{k}]"))
                 for op, lprop, rprop in options:
-                    local = costs.join(op, ls.rows, ls.width, rs.rows, rs.width, out, factor(op))
+                    local = costs.join(op, ls.rows, ls.width, rs.rows, rs.width, out, factor(op),
+                                       right_relations=right.bit_count())
                     if not local:
                         continue
                     for (lc, lkey), (rc, rkey) in itertools.product(list(plans(left, lprop)), list(plans(right, rprop))):

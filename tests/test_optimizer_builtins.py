@@ -67,14 +67,14 @@ def test_a_sort_merge_join_delivers_its_key_order_to_its_parent():
 
 def test_broadcast_is_impossible_above_the_threshold():
     costs = CostModel(CostWeights(broadcast_threshold=1000))
-    assert costs.join("broadcast_hash_join", 10, 8, 101, 10, 10, 1.0) == []
-    assert len(costs.join("broadcast_hash_join", 10, 8, 100, 10, 10, 1.0)) == 1
+    assert costs.join("broadcast_hash_join", 10, 8, 101, 10, 10, 1.0, right_relations=1) == []
+    assert len(costs.join("broadcast_hash_join", 10, 8, 100, 10, 10, 1.0, right_relations=1)) == 1
 
 
 def test_costs_scale_with_their_cost_factor():
     costs = CostModel()
-    base = costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 1.0)[0][0]
-    assert costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 4.0)[0][0] == pytest.approx(4 * base)
+    base = costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 1.0, right_relations=1)[0][0]
+    assert costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 4.0, right_relations=1)[0][0] == pytest.approx(4 * base)
 
 
 def test_sort_costs_n_log_n_and_exchange_costs_rows_and_bytes():
@@ -87,15 +87,15 @@ def test_sort_costs_n_log_n_and_exchange_costs_rows_and_bytes():
 
 def test_a_broadcast_row_costs_more_than_a_row_built_locally():
     costs = CostModel()
-    broadcast = costs.join("broadcast_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0)[0][0]
-    shuffled = costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0)[0][0]
+    broadcast = costs.join("broadcast_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0, right_relations=1)[0][0]
+    shuffled = costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0, right_relations=1)[0][0]
     assert broadcast - shuffled == pytest.approx(1e3 * (costs.w.broadcast_row + 8 * costs.w.broadcast_byte))
 
 
 def test_building_the_smaller_side_is_cheaper():
     costs = CostModel()
-    small_built = costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0)[0][0]
-    large_built = costs.join("shuffled_hash_join", 1e3, 8, 1e6, 8, 1e6, 1.0)[0][0]
+    small_built = costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0, right_relations=1)[0][0]
+    large_built = costs.join("shuffled_hash_join", 1e3, 8, 1e6, 8, 1e6, 1.0, right_relations=1)[0][0]
     assert small_built < large_built
 
 
@@ -120,3 +120,12 @@ def test_widths_count_only_the_columns_a_relation_contributes():
     assert query.needed_columns("customer") == {"c_custkey"}
     assert stats.width == customer.column_width("c_custkey")
     assert stats.scanned == customer.rows * (customer.column_width("c_custkey") + customer.column_width("c_mktsegment"))
+
+
+def test_broadcasting_a_join_result_waits_for_its_job_and_a_scan_does_not():
+    costs = CostModel()
+    scanned = costs.join("broadcast_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0, right_relations=1)[0][0]
+    joined = costs.join("broadcast_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0, right_relations=2)[0][0]
+    assert joined - scanned == pytest.approx(costs.w.broadcast_job)
+    shuffled = [costs.join("shuffled_hash_join", 1e6, 8, 1e3, 8, 1e6, 1.0, right_relations=n)[0][0] for n in (1, 2)]
+    assert shuffled[0] == shuffled[1]

@@ -36,7 +36,7 @@ def test_an_earlier_plan_costs_no_less_than_the_new_best(table, factor):
 def test_a_plan_whose_broadcast_no_longer_fits_is_infeasible():
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], CATALOG)
     plan = optimizer.optimize()
-    assert "broadcast_hash_join(scan(nation),scan(region))" in plan.key()
+    assert plan.key().startswith("broadcast_hash_join(") and plan.key().endswith(",scan(region))")  # builds region
     optimizer.reoptimize(reopt.DeltaStats.table("region", rows=1e9))
     assert optimizer.costed(plan) is None
 

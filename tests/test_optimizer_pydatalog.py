@@ -46,7 +46,8 @@ def materialised_facts(query, catalog):
                 todo.append((left, lprop))
             else:
                 ls, rs, out = estimator.stats(left), estimator.stats(right), estimator.stats(e)
-                local = costs.join(op, ls.rows, ls.width, rs.rows, rs.width, out.rows, factor(op))
+                local = costs.join(op, ls.rows, ls.width, rs.rows, rs.width, out.rows, factor(op),
+                                   right_relations=right.bit_count())
                 todo += [(left, lprop), (right, rprop)]
                 if local:
                     facts.append(("joinplan", e, p, op, left, lprop, right, rprop, local[0][0]))

@@ -52,7 +52,8 @@ class ProceduralBase:
             s = self.stats[left]
             return self.costs.unary(op, s.rows, s.width, factor)[0][0]
         ls, rs = self.stats[left], self.stats[right]
-        rows = self.costs.join(op, ls.rows, ls.width, rs.rows, rs.width, self.stats[expr].rows, factor)
+        rows = self.costs.join(op, ls.rows, ls.width, rs.rows, rs.width, self.stats[expr].rows, factor,
+                               right_relations=rs.relations)
         return rows[0][0] if rows else None
 
     @staticmethod

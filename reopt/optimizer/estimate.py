@@ -135,6 +135,7 @@ class ExprStats:
     rows: float
     width: float  # bytes per output row
     scanned: float  # bytes read from storage (leaves only; 0 for joins)
+    relations: int = 1  # how many of the query's relations the expression joins
 
 
 class Estimator:
@@ -225,4 +226,4 @@ class Estimator:
             if mask >> i & 1:
                 width += w
         scanned = self._scanned[mask.bit_length() - 1] if self.query.is_leaf(mask) else 0.0
-        return ExprStats(self.rows(mask), width, scanned)
+        return ExprStats(self.rows(mask), width, scanned, mask.bit_count())

@@ -175,7 +175,7 @@ class Optimizer:
             "Fn_split": self.space.split,
             "Fn_scancost": self.costs.scan,
             "Fn_unarycost": self.costs.unary,
-            "Fn_joincost": self.costs.join,
+            "Fn_joincost": self._join_cost,
             "Fn_parentcount": self.space.parent_count,
         }, backend=self.config.backend)
         self._subsets = list(query.connected_subsets())
@@ -302,6 +302,10 @@ class Optimizer:
         for predicate in self.query.joins:
             for ref in (predicate.left, predicate.right):
                 catalog.column(self.query.table_of(ref.alias), ref.column)
+
+    def _join_cost(self, op: str, lrows: float, lwidth: float, rrows: float, rwidth: float, rows: float,
+                   right: int, factor: float) -> list[tuple[float]]:
+        return self.costs.join(op, lrows, lwidth, rrows, rwidth, rows, factor, right_relations=right.bit_count())
 
     @staticmethod
     def _stats_row(mask: int, stats: ExprStats) -> tuple:
