@@ -56,8 +56,8 @@ def main() -> None:
     paths = write_workload(spark, config, work / "data")
     dims = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "events"}
     batches = [spark.read.parquet(str(paths["events"] / f"batch={b:04d}")) for b in range(config.batches)]
-    catalog = catalog_from_spark(spark, {**dims, "events": batches[0]})
     sql = query_sql(config)
+    catalog = catalog_from_spark(spark, {**dims, "events": batches[0]}, sql=sql)
 
     settings = reopt.OptimizerConfig.setting(
         args.pruning, reopt.CostWeights(broadcast_threshold=args.broadcast_mb * 1024 * 1024))

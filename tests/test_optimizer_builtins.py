@@ -71,6 +71,12 @@ def test_broadcast_is_impossible_above_the_threshold():
     assert len(costs.join("broadcast_hash_join", 10, 8, 100, 10, 10, 1.0, right_relations=1)) == 1
 
 
+def test_a_shuffled_hash_join_is_impossible_when_one_task_s_share_of_its_build_side_exceeds_its_memory():
+    costs = CostModel(CostWeights(shuffle_partitions=4, hash_build_memory=1000))
+    assert costs.join("shuffled_hash_join", 10, 8, 401, 10, 10, 1.0, right_relations=1) == []
+    assert len(costs.join("shuffled_hash_join", 10, 8, 400, 10, 10, 1.0, right_relations=1)) == 1
+
+
 def test_costs_scale_with_their_cost_factor():
     costs = CostModel()
     base = costs.join("shuffled_hash_join", 1000, 8, 50, 8, 10, 1.0, right_relations=1)[0][0]

@@ -8,7 +8,7 @@ import pytest
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import catalog_from_spark, execute, executed_tree, observed_cardinalities
+from reopt.spark import catalog_from_spark, execute, executed_tree, observed_cardinalities, session_weights
 from reopt.spark.metrics import describe, plan_shape
 
 BROADCAST_OFF = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0))
@@ -115,6 +115,22 @@ def test_catalog_from_spark_measures_the_data(spark, tables):
     assert measured.column("orders", "o_orderdate").min == "1992-01-01"
 
 
+def test_catalog_from_spark_with_sql_measures_only_the_tables_and_columns_it_uses(spark, tables):
+    measured = catalog_from_spark(spark, tables, sql=TPCH["Q3"])
+    assert set(measured.tables) == {"customer", "orders", "lineitem"}
+    assert set(measured.tables["customer"].columns) == {"c_custkey", "c_mktsegment"}
+    assert set(measured.tables["orders"].columns) == {"o_orderkey", "o_custkey", "o_orderdate", "o_shippriority"}
+    everything = catalog_from_spark(spark, {"customer": tables["customer"]})
+    assert measured.table("customer").rows == everything.table("customer").rows
+    assert measured.column("customer", "c_custkey").width == everything.column("customer", "c_custkey").width
+
+
+def test_catalog_from_spark_with_sql_select_star_measures_every_column(spark, tables):
+    measured = catalog_from_spark(spark, tables, sql="SELECT * FROM nation, region WHERE n_regionkey = r_regionkey")
+    assert set(measured.tables) == {"nation", "region"}
+    assert set(measured.tables["nation"].columns) == {f.name for f in tables["nation"].schema.fields}
+
+
 def test_missing_table_is_a_query_error(tables, catalog):
     plan = reopt.Optimizer.from_sql(TPCH["Q3"], catalog).optimize()
     with pytest.raises(reopt.QueryError, match="no DataFrame given for table"):
@@ -147,9 +163,7 @@ def test_tpch_data_of_each_scale_is_cached_apart(tmp_path):
     assert large["lineitem"].stat().st_size > 1.5 * small["lineitem"].stat().st_size
     assert generate_tpch(0.01, tmp_path) == small
 
-
 def test_with_broadcasts_off_in_the_session_no_plan_broadcasts(spark, tables, catalog):
-    from reopt.spark import session_weights
 
     before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
@@ -160,3 +174,11 @@ def test_with_broadcasts_off_in_the_session_no_plan_broadcasts(spark, tables, ca
     plan = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, config).optimize()
     assert "broadcast_hash_join" not in plan.key()
     assert session_weights(spark).broadcast_threshold == 10 * 1024 * 1024
+
+
+def test_session_weights_take_the_shuffle_partitions_and_a_task_s_share_of_execution_memory(spark):
+    weights = session_weights(spark)
+    heap = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory()
+    assert weights.shuffle_partitions == int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # local[2]: two task slots share 60% of the heap above Spark's 300 MB reserve
+    assert weights.hash_build_memory == pytest.approx((heap - 300 * 1024 * 1024) * 0.6 / 2)

@@ -8,7 +8,7 @@ Local cost of each operator (before its runtime cost factor, which multiplies it
 | exchange | rows x ``shuffle_row`` + bytes shuffled (rows x width) x ``shuffle_byte`` |
 | sort | rows x log2(rows) x ``sort_row`` |
 | broadcast_hash_join | build bytes x ``broadcast_byte`` + build rows x (``build_row`` + ``broadcast_row``) + probe rows x ``probe_row`` + rows out x ``row_out``, + ``broadcast_job`` when the build side is a join; impossible when the build side exceeds ``broadcast_threshold`` bytes |
-| shuffled_hash_join | build rows x ``build_row`` + probe rows x ``probe_row`` + rows out x ``row_out`` |
+| shuffled_hash_join | build rows x ``build_row`` + probe rows x ``probe_row`` + rows out x ``row_out``; impossible when the build side's share of one task (build bytes / ``shuffle_partitions``) exceeds ``hash_build_memory`` |
 | sort_merge_join | (left + right rows) x ``merge_row`` + rows out x ``row_out`` |
 
 The unit is roughly a second of one core. Widths are bytes as Spark sizes data (compressed where
@@ -26,6 +26,13 @@ result: ``calibrate_costs.py`` measured 0.33 s on ``local[1]`` and 0.41 s on ``l
 each, on a shared machine), and the default is 0.3 s. It is a wait, not work, so it does not scale with
 the per-row weights. It depends only on the plan's shape, never on statistics, so every cost stays
 monotone in its inputs' costs and rows, which pruning relies on.
+
+A hash table must fit in memory. A broadcast one is held whole by every task, so Spark bounds it
+by ``spark.sql.autoBroadcastJoinThreshold``. A shuffled hash join's table is split over the shuffle
+partitions, and each task holds its share in execution memory without spilling, so a build side
+whose share exceeds what one task may hold would fail, not merely run slowly. Both limits make a
+plan infeasible (no cost at all), and as inputs only ever grow past them, feasibility too is
+monotone. ``reopt.spark.session_weights`` reads the limits from a session.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ class CostWeights:
     row_out: float = 2e-8
     broadcast_job: float = 0.3  # seconds per broadcast of a join result
     broadcast_threshold: float = 10 * 1024 * 1024  # bytes; Spark's spark.sql.autoBroadcastJoinThreshold
+    shuffle_partitions: int = 200  # tasks a shuffled join's inputs are split over; spark.sql.shuffle.partitions
+    hash_build_memory: float = 256 * 1024 * 1024  # bytes of execution memory one task may hold
 
 
 class CostModel:
@@ -83,6 +92,8 @@ class CostModel:
             if right_relations > 1:
                 cost += w.broadcast_job
         elif op == SHUFFLED_HASH_JOIN:
+            if rrows * rwidth / w.shuffle_partitions > w.hash_build_memory:
+                return []
             cost = rrows * w.build_row + lrows * w.probe_row + rows * w.row_out
         elif op == SORT_MERGE_JOIN:
             cost = (lrows + rrows) * w.merge_row + rows * w.row_out

@@ -96,8 +96,8 @@ def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | No
     static_tables = {name: spark.read.parquet(path) for name, path in dimensions.items()}
     first_batch = spark.read.parquet(str(paths["events"] / "batch=0000"))  # statistics start from it
     phase("statistics")
-    catalog = catalog_from_spark(spark, {**static_tables, "events": first_batch})
     sql = query_sql(config)
+    catalog = catalog_from_spark(spark, {**static_tables, "events": first_batch}, sql=sql)
     runners = {mode: AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
                                     adaptive=mode == "adaptive")
                for mode in ("adaptive", "static")}

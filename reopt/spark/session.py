@@ -33,9 +33,32 @@ def local_session(app: str = "reopt", master: str = "local[2]", shuffle_partitio
     return spark
 
 
+RESERVED_MEMORY = 300 * 1024 * 1024  # bytes of heap Spark's unified memory manager sets aside
+
+
 def session_weights(spark: SparkSession, weights: CostWeights | None = None) -> CostWeights:
-    """``weights`` (default: ``CostWeights()``) with the session's broadcast threshold, so that reopt
-    broadcasts only what Spark would: ``spark.sql.autoBroadcastJoinThreshold`` in bytes, and -1
-    (broadcasts off) makes every broadcast of a non-empty input infeasible."""
+    """``weights`` (default: ``CostWeights()``) with the session's memory limits, so that reopt
+    plans only what can run there: the broadcast threshold (``spark.sql.autoBroadcastJoinThreshold``
+    in bytes; -1, broadcasts off, makes every broadcast of a non-empty input infeasible), the shuffle
+    partitions, and the execution memory one task may hold for a shuffled hash join's table."""
     threshold = int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
-    return dataclasses.replace(weights or CostWeights(), broadcast_threshold=float(max(threshold, 0)))
+    return dataclasses.replace(weights or CostWeights(), broadcast_threshold=float(max(threshold, 0)),
+                               shuffle_partitions=int(spark.conf.get("spark.sql.shuffle.partitions")),
+                               hash_build_memory=task_memory(spark))
+
+
+def task_memory(spark: SparkSession) -> float:
+    """Bytes of execution memory one task may hold when every task slot of an executor runs: the
+    unified memory pool ((heap - 300 MB) x ``spark.memory.fraction``) shared by the slots. In local
+    mode the executor is the driver's JVM."""
+    context = spark.sparkContext
+    conf = context.getConf()
+    if context.master.startswith("local"):
+        heap = float(context._jvm.java.lang.Runtime.getRuntime().maxMemory())
+        slots = context.defaultParallelism
+    else:
+        size = conf.get("spark.executor.memory", "1g")
+        heap = float(context._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(size))
+        slots = int(conf.get("spark.executor.cores", "1")) // int(conf.get("spark.task.cpus", "1"))
+    fraction = float(conf.get("spark.memory.fraction", "0.6"))
+    return max(heap - RESERVED_MEMORY, 0.0) * fraction / max(slots, 1)

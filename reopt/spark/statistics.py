@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from ..optimizer.catalog import Catalog, ColumnStats, TableStats
 from ..optimizer.query import ColumnRef
+from ..optimizer.sql import parse_sql
 from .catalyst import JoinRegion, key_column
 
 # Bytes per value in memory (DataType.defaultSize): each column's share of the stored row.
@@ -50,13 +51,22 @@ def _stored_bytes(spark: SparkSession, frame: DataFrame) -> float | None:
     return float(size) if 0 < size < unknown else None
 
 
-def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> Catalog:
-    """A ``Catalog`` of the given DataFrames (``tables``: table name -> DataFrame)."""
+def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame], sql: str | None = None,
+                       dialect: str = "spark") -> Catalog:
+    """A ``Catalog`` of the given DataFrames (``tables``: table name -> DataFrame), one job per table.
+    With ``sql`` (one SELECT over those names, in sqlglot's ``dialect``), only the tables it reads
+    are measured, and of each only the columns it uses: join keys, filtered columns and what its
+    select list, grouping and ordering take (all of them under ``SELECT *``)."""
+    used = None if sql is None else _used_columns(sql, tables, dialect)
     stats = {}
     for name, frame in tables.items():
+        if used is not None and name.lower() not in used:
+            continue
+        wanted = None if used is None else used[name.lower()]
         fields = frame.schema.fields
+        measured = [f for f in fields if wanted is None or f.name.lower() in wanted]
         aggregates = [F.count(F.lit(1)).alias("__rows")]
-        for f in fields:
+        for f in measured:
             aggregates.append(F.approx_count_distinct(F.col(f.name)).alias(f"ndv__{f.name}"))
             if isinstance(f.dataType, _ORDERED):
                 aggregates += [F.min(f.name).alias(f"min__{f.name}"), F.max(f.name).alias(f"max__{f.name}")]
@@ -66,7 +76,7 @@ def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> 
         stored = _stored_bytes(spark, frame)
         width = stored / rows if stored is not None and rows else in_memory
         columns = {}
-        for f in fields:
+        for f in measured:
             columns[f.name.lower()] = ColumnStats(
                 float(max(1, row[f"ndv__{f.name}"])),
                 _plain(row.get(f"min__{f.name}")),
@@ -75,6 +85,22 @@ def catalog_from_spark(spark: SparkSession, tables: Mapping[str, DataFrame]) -> 
             )
         stats[name.lower()] = TableStats(rows, width, columns)
     return Catalog(stats)
+
+
+def _used_columns(sql: str, tables: Mapping[str, DataFrame], dialect: str) -> dict[str, set[str] | None]:
+    """Per table the statement reads, the columns it uses (None: all). The statement is resolved
+    against the frames' schemas alone: a catalog whose statistics are placeholders, never returned."""
+    schema = Catalog({name.lower(): TableStats(1.0, columns={f.name.lower(): ColumnStats(1.0)
+                                                             for f in frame.schema.fields})
+                      for name, frame in tables.items()})
+    query = parse_sql(sql, schema, dialect)
+    used: dict[str, set[str] | None] = {}
+    for alias, table in query.relations:
+        read = query.read_columns(alias)
+        if table in used and used[table] is None:
+            continue
+        used[table] = None if read is None else used.get(table, set()) | read
+    return used
 
 
 def _big(value) -> float:
