@@ -13,7 +13,8 @@ optimizers each run in a fresh process under ``--timeout`` seconds:
 
 The changes: the selectivity of the query's first join predicate (by text) x8 and x1/8, and the row
 count of its largest table x8. Times are the process's CPU seconds. A timeout, or a peak resident set
-over ``--memory`` GB, is recorded as a failure, never dropped. Every plan is compared with
+over ``--memory`` GB, is recorded as a failure, never dropped, and so is a query the optimizers'
+default size limit refuses (``QueryTooLargeError``, status ``refused``). Every plan is compared with
 top-down's (cost and key) where top-down finished.
 
 Writes ``job.json``, ``job.csv`` and ``job.png`` (time against relations, log scale, one series per
@@ -70,7 +71,6 @@ def _cpu(fn):
 def child(name: str, optimizer: str) -> None:
     """Prints one JSON line per finished step, so that a step over the time limit loses only itself."""
     import reopt
-    from reopt.baselines import BottomUpOptimizer, TopDownOptimizer
     from reopt.optimizer import parse_sql
 
     def report(**fields) -> None:
@@ -81,6 +81,16 @@ def child(name: str, optimizer: str) -> None:
     query = parse_sql((JOB / "queries" / f"{name}.sql").read_text(), catalog)
     report(subsets=len(query.connected_subsets()), pairs=len(query.connected_pairs()))
     changes = _changes(query, catalog)
+    try:
+        _measure(query, catalog, optimizer, changes, report)
+    except reopt.QueryTooLargeError as exc:  # the configured limit refused it before building anything
+        report(status=f"refused: {str(exc)[:160]}")
+
+
+def _measure(query, catalog, optimizer: str, changes, report) -> None:
+    import reopt
+    from reopt.baselines import BottomUpOptimizer, TopDownOptimizer
+
     if optimizer in ("default", "none"):
         config = reopt.OptimizerConfig() if optimizer == "default" else reopt.OptimizerConfig.setting("none")
         opt = reopt.Optimizer(query, catalog, config)

@@ -54,3 +54,16 @@ def test_procedural_incremental_recosts_only_what_a_delta_reaches():
     alternatives = optimizer.alternative_count
     optimizer.reoptimize(reopt.DeltaStats.table("region", rows=6))
     assert 0 < optimizer.last_recosted < alternatives
+
+
+def test_procedural_incremental_leaves_costs_that_only_grew_until_they_could_win():
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = IncrementalTopDownOptimizer.from_sql(TPCH["Q5"], catalog)
+    optimizer.optimize()
+    rows = catalog.table("supplier").rows
+    grown = optimizer.reoptimize(reopt.DeltaStats.table("supplier", rows=rows * 8))
+    costed_after_growth = optimizer.last_recosted
+    full = TopDownOptimizer(optimizer.query, optimizer.catalog).optimize()
+    assert (grown.cost, grown.key()) == (full.cost, full.key())
+    optimizer.reoptimize(reopt.DeltaStats.table("supplier", rows=rows))  # falls: everything reached is costed
+    assert 0 < costed_after_growth < optimizer.last_recosted

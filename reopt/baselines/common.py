@@ -37,8 +37,8 @@ class ProceduralBase:
         return cls(parse_sql(sql, catalog, dialect), catalog, config)
 
     def _refresh_statistics(self) -> None:
-        estimator = Estimator(self.query, self.catalog)
-        self.stats: dict[int, ExprStats] = {m: estimator.stats(m) for m in self.query.connected_subsets()}
+        self.estimator = Estimator(self.query, self.catalog)
+        self.stats: dict[int, ExprStats] = {m: self.estimator.stats(m) for m in self.query.connected_subsets()}
         self.factors = {op: self.catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
 
     def local_cost(self, expr: int, alt: Alternative) -> float | None:

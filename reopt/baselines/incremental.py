@@ -2,9 +2,16 @@
 
 A top-down optimizer that keeps its whole memo across calls (every group reachable from the root and
 every alternative's cost) with a reverse index from each group to the alternatives that use it.
-Given a ``DeltaStats`` it re-costs only the alternatives whose local cost reads a changed statistic
+Given a ``DeltaStats`` it revisits only the alternatives whose local cost reads a changed statistic
 or cost factor, then walks affected groups children-first (by expression size, then property
 strength) and propagates upward only where a group's best cost or choice changed (lazy propagation).
+
+Costs that can only have grown are not computed again at once. The cost model never falls when its
+inputs grow (tests/test_cost_model_properties.py), so when every statistic, factor and input cost
+under an alternative grew, its remembered cost is a lower bound of its new one: it stays, marked,
+and a group costs a marked alternative again only when that bound comes first among the group's
+costs (a bounded memo, as in branch and bound). The chosen alternative is always costed exactly, so
+every group's best equals a full optimization's. Anything that fell is costed at once.
 """
 
 from __future__ import annotations
@@ -13,13 +20,18 @@ import heapq
 
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
-from ..optimizer.estimate import Estimator
+from ..optimizer.estimate import Estimator, ExprStats
 from ..optimizer.optimizer import OptimizerConfig
 from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY, OPERATORS
 from ..optimizer.query import Query
 from .common import ProceduralBase
+
+
+def _grew(old: ExprStats, new: ExprStats) -> bool:
+    """Whether no statistic the cost model reads fell."""
+    return new.rows >= old.rows and new.width >= old.width and new.scanned >= old.scanned
 
 
 def _order(group: tuple[int, str]) -> tuple:
@@ -35,6 +47,8 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self._best: dict[tuple[int, str], tuple[float, tuple] | None] = {}
         self._users: dict[tuple[int, str], list[tuple[tuple[int, str], tuple]]] = {}
         self._readers: dict[int, list[tuple[tuple[int, str], tuple]]] = {}
+        # alternatives whose remembered cost is a lower bound of their cost (see _revise)
+        self._stale: set[tuple[tuple[int, str], tuple]] = set()
         self.last_recosted = 0
         self.last_groups_touched = 0
 
@@ -57,43 +71,50 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             self.optimize()
         catalog = delta.apply(self.catalog, self.query)
         touched = delta.tables_touched(self.query, self.catalog)
-        estimator = Estimator(self.query, catalog)
-        changed = {m for m in self.stats if m & touched and estimator.stats(m) != self.stats[m]}
+        estimator = Estimator(self.query, catalog, self.estimator, touched)
+        estimates = {m: estimator.stats(m) for m in delta.expressions_touched(self.query, self.catalog)}
+        changed = {m: _grew(self.stats[m], stats) for m, stats in estimates.items() if stats != self.stats[m]}
         factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
-        changed_ops = {op for op in OPERATORS if factors[op] != self.factors[op]}
-        self.catalog = catalog
+        changed_ops = {op: factors[op] >= self.factors[op] for op in OPERATORS if factors[op] != self.factors[op]}
+        self.catalog, self.estimator = catalog, estimator
         for mask in changed:
-            self.stats[mask] = estimator.stats(mask)
+            self.stats[mask] = estimates[mask]
         self.factors = factors
 
-        dirty: set[tuple[tuple[int, str], tuple]] = set()
-        for mask in changed:
-            dirty.update(self._readers.get(mask, ()))
+        # Each alternative whose local cost reads a changed statistic or factor, and whether every
+        # such change grew: then its remembered cost is a lower bound of its new one.
+        dirty: dict[tuple[tuple[int, str], tuple], bool] = {}
+        for mask, grew in changed.items():
+            for user in self._readers.get(mask, ()):
+                dirty[user] = dirty.get(user, True) and grew
         if changed_ops:
-            dirty.update((g, alt) for g, alts in self._alternatives.items() for alt in alts if alt[1] in changed_ops)
+            for g, alts in self._alternatives.items():
+                for alt in alts:
+                    if alt[1] in changed_ops:
+                        dirty[(g, alt)] = dirty.get((g, alt), True) and changed_ops[alt[1]]
         heap: list = []
         queued: set = set()
-        for group, alt in dirty:
-            self._alternatives[group][alt] = self._cost(group, alt)
+        self.last_recosted = 0
+        for (group, alt), grew in dirty.items():
+            self._revise(group, alt, grew)
             if group not in queued:
                 queued.add(group)
                 heapq.heappush(heap, (_order(group), group))
-        self.last_recosted = len(dirty)
         self.last_groups_touched = 0
         while heap:
             _, group = heapq.heappop(heap)
             queued.discard(group)
             self.last_groups_touched += 1
             choice = self._choose(group)
-            if choice == self._best[group]:
-                continue
             old = self._best[group]
+            if choice == old:
+                continue
             self._best[group] = choice
             if choice is not None and old is not None and choice[0] == old[0]:
                 continue  # same cost, other alternative: the parents' costs do not change
+            grew = old is not None and (choice is None or choice[0] >= old[0])
             for parent, alt in self._users.get(group, ()):
-                self._alternatives[parent][alt] = self._cost(parent, alt)
-                self.last_recosted += 1
+                self._revise(parent, alt, grew)
                 if parent not in queued:
                     queued.add(parent)
                     heapq.heappush(heap, (_order(parent), parent))
@@ -130,12 +151,32 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             costs.append(best[0])
         return self.total(local, costs)
 
+    def _revise(self, group: tuple[int, str], alt: tuple, grew: bool) -> None:
+        """An alternative after a change under it. If every change under it grew, its cost cannot
+        have fallen (the cost model never falls when its inputs grow): its remembered cost stays,
+        as a lower bound, and ``_choose`` costs it again only if the bound could win. Otherwise it
+        is costed now."""
+        if grew:
+            self._stale.add((group, alt))
+        else:
+            self._stale.discard((group, alt))
+            self._alternatives[group][alt] = self._cost(group, alt)
+            self.last_recosted += 1
+
     def _choose(self, group: tuple[int, str]) -> tuple[float, tuple] | None:
-        choice = None
-        for alt, cost in self._alternatives[group].items():
-            if cost is not None and (choice is None or (cost, alt) < choice):
-                choice = (cost, alt)
-        return choice
+        """The cheapest alternative (ties broken by its key), costing again any whose lower bound
+        comes first, until the first is exact: every other costs at least its bound, so it wins."""
+        alternatives = self._alternatives[group]
+        while True:
+            choice = None
+            for alt, cost in alternatives.items():
+                if cost is not None and (choice is None or (cost, alt) < choice):
+                    choice = (cost, alt)
+            if choice is None or (group, choice[1]) not in self._stale:
+                return choice
+            self._stale.discard((group, choice[1]))
+            alternatives[choice[1]] = self._cost(group, choice[1])
+            self.last_recosted += 1
 
     def _plan(self) -> Plan:
         if self._best.get((self.query.full, ANY)) is None:

@@ -88,21 +88,39 @@ class DeltaStats:
         An observed cardinality can move corrections between join predicates anywhere in the query
         (see ``estimate.py``), so it touches every relation, and so does any change while the catalog
         holds observations, since it changes their residuals; only facts that change are updated."""
-        if catalog.observed and any(change.kind != "cost_factor" for change in self.changes):
-            return query.full
         mask = 0
+        for needed in self._needs(query, catalog):
+            mask |= needed or query.full
+        return mask
+
+    def expressions_touched(self, query: Query, catalog: Catalog) -> list[int]:
+        """The connected sub-expressions whose estimates may change, given the catalog the changes
+        apply to: those holding a changed table, or both ends of a join predicate whose selectivity
+        changed (estimates count a join predicate only inside an expression that holds both ends);
+        every one where ``tables_touched`` is the whole query for an observation."""
+        needs = self._needs(query, catalog)
+        if 0 in needs:
+            return query.connected_subsets()
+        return [m for m in query.connected_subsets() if any(needed & m == needed for needed in needs)]
+
+    def _needs(self, query: Query, catalog: Catalog) -> list[int]:
+        """Masks such that an expression's estimate may change only if it holds all the relations of
+        one of them (0: every expression)."""
+        if catalog.observed and any(change.kind != "cost_factor" for change in self.changes):
+            return [0]
+        needs = []
         for change in self.changes:
             if change.kind == "table":
-                mask |= query.mask(a for a, t in query.relations if t == change.target)
+                needs += [query.bit(a) for a, t in query.relations if t == change.target]
             elif change.kind == "cardinality":
-                mask |= query.full
+                needs.append(0)
             elif change.kind == "selectivity":
                 canonical = query.resolve_predicate(change.target)
                 predicate = query.predicate_texts()[canonical]
                 aliases = [predicate.alias] if hasattr(predicate, "alias") else [
                     predicate.left.alias, predicate.right.alias]
-                mask |= query.mask(aliases)
-        return mask
+                needs.append(query.mask(aliases))
+        return needs
 
     def apply(self, catalog: Catalog, query: Query) -> Catalog:
         """A new catalog with every change applied; any invalid change raises before anything changes."""

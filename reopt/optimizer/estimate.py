@@ -139,26 +139,22 @@ class ExprStats:
 
 
 class Estimator:
-    def __init__(self, query: Query, catalog: Catalog):
+    """Estimates under one catalog. ``previous`` (an estimator of the same query) with ``changed``
+    (a mask of relations) reuses what ``previous`` worked out for every relation outside
+    ``changed``: re-optimization re-estimates only the relations a change touched (their filters'
+    selectivities are the costly part)."""
+
+    def __init__(self, query: Query, catalog: Catalog, previous: "Estimator | None" = None, changed: int = 0):
+        if previous is not None and previous.query is not query:
+            raise ValueError("an estimator reuses only an estimator of the same query")
         self.query = query
         self.catalog = catalog
-        self._leaf_rows: list[float] = []
-        self._widths: list[float] = []
-        self._scanned: list[float] = []
-        for alias, table in query.relations:
-            stats = catalog.table(table)
-            out_columns, read_columns = query.needed_columns(alias), query.read_columns(alias)
-            filters = sorted(query.filters_on(alias), key=lambda f: f.text)
-            selectivity = 1.0
-            for f in filters:  # selectivities learnt at run time win over estimates
-                if f.text in catalog.selectivities:
-                    selectivity *= catalog.selectivities[f.text]
-            estimated = [f.expression for f in filters if f.text not in catalog.selectivities]
-            if estimated:
-                selectivity *= conjunction_selectivity(estimated, stats)
-            self._leaf_rows.append(stats.rows * selectivity)
-            self._widths.append(_width(stats, out_columns))
-            self._scanned.append(stats.rows * _width(stats, read_columns))
+        self._leaves: list[tuple[float, float, float]] = [
+            previous._leaves[i] if previous is not None and not changed >> i & 1 else self._leaf(alias, table)
+            for i, (alias, table) in enumerate(query.relations)]
+        self._leaf_rows = [leaf[0] for leaf in self._leaves]
+        self._widths = [leaf[1] for leaf in self._leaves]
+        self._scanned = [leaf[2] for leaf in self._leaves]
         graph = self._graph = _join_graph(query)
         self._ndv = [max(catalog.column(table, column).ndv, 1.0) for table, column in graph.columns]
         # each predicate's selectivity as learnt at run time (an override or an observation), or None
@@ -178,6 +174,21 @@ class Estimator:
             else:
                 self._corrections.append((mask, max(rows, 1.0) / max(self._corrected(mask), 1.0)))
             fixed.update(inside)
+
+    def _leaf(self, alias: str, table: str) -> tuple[float, float, float]:
+        """A relation's filtered rows, output width and bytes scanned."""
+        stats = self.catalog.table(table)
+        query, catalog = self.query, self.catalog
+        filters = sorted(query.filters_on(alias), key=lambda f: f.text)
+        selectivity = 1.0
+        for f in filters:  # selectivities learnt at run time win over estimates
+            if f.text in catalog.selectivities:
+                selectivity *= catalog.selectivities[f.text]
+        estimated = [f.expression for f in filters if f.text not in catalog.selectivities]
+        if estimated:
+            selectivity *= conjunction_selectivity(estimated, stats)
+        return (stats.rows * selectivity, _width(stats, query.needed_columns(alias)),
+                stats.rows * _width(stats, query.read_columns(alias)))
 
     def _join_selectivity(self, mask: int) -> float:
         """The product of the selectivities that count for ``mask`` (see the module docstring)."""

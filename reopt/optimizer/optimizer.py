@@ -90,7 +90,10 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
-DEFAULT_MAX_JOIN_PAIRS = 1_000_000
+# What exact optimization fits in 4 GB. Measured by bench_job.py (goal bound, native): JOB 28a, 29,228
+# connected pairs, peaked at 2.3 GB in 16 s, and 33a, 14,355 pairs, at 1.3 GB: about 80 KB a pair.
+# JOB 29a-c (222,882 pairs) would need about 18 GB, and ran past 60 s before reaching it.
+DEFAULT_MAX_JOIN_PAIRS = 50_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
     "none": (False, False, False, False),
@@ -123,7 +126,8 @@ class OptimizerConfig:
     recursive_bounding: bool = False
     backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
     # The largest plan space accepted, in connected splits (pairs of sub-expressions joined): a query
-    # with more raises QueryTooLargeError before anything is built. None: no limit.
+    # with more raises QueryTooLargeError before anything is built. None: no limit (about 80 KB of
+    # memory a pair for the declarative optimizer).
     max_join_pairs: int | None = DEFAULT_MAX_JOIN_PAIRS
     goal_bound: bool = True
 
@@ -182,6 +186,7 @@ class Optimizer:
         self._stats: dict[int, ExprStats] = {}
         self._factors: dict[str, float] = {}
         self._versions: dict[int, int] = {}
+        self._estimator: Estimator | None = None
         self._loaded = False
 
     @classmethod
@@ -211,13 +216,12 @@ class Optimizer:
             self._load()
         catalog = delta.apply(self._catalog, self.query)
         touched = delta.tables_touched(self.query, self._catalog)
-        estimator = Estimator(self.query, catalog)
+        estimator = Estimator(self.query, catalog, self._estimator, touched)
         new_stats = {}
-        for mask in self._subsets:
-            if mask & touched:
-                stats = estimator.stats(mask)
-                if stats != self._stats[mask]:
-                    new_stats[mask] = stats
+        for mask in delta.expressions_touched(self.query, self._catalog):
+            stats = estimator.stats(mask)
+            if stats != self._stats[mask]:
+                new_stats[mask] = stats
         new_factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
         for mask, stats in new_stats.items():
             self.engine.update("Stats", old=self._stats_row(mask, self._stats[mask]), new=self._stats_row(mask, stats))
@@ -232,7 +236,7 @@ class Optimizer:
         except BaseException:
             self.engine.discard_pending()
             raise
-        self._catalog = catalog
+        self._catalog, self._estimator = catalog, estimator
         self._stats.update(new_stats)
         self._factors = new_factors
         self._versions.update(new_versions)
@@ -327,6 +331,7 @@ class Optimizer:
             self.engine.discard_pending()
             raise
         self._stats, self._factors, self._versions, self._loaded = stats, factors, versions, True
+        self._estimator = estimator
 
     def _extract(self) -> Plan:
         return Plan(self._node(self.query.full, ANY), self.query)

@@ -1,0 +1,62 @@
+"""Re-estimating only what a change touches: an estimator that reuses a previous one for the
+relations a change did not touch estimates exactly as one built from scratch, and the expressions a
+change touches include every one whose estimate it changes."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reopt
+from reopt.optimizer.estimate import Estimator
+from reopt.optimizer.workloads import TPCH
+
+CATALOG = reopt.Catalog.tpch(1)
+QUERY = reopt.Optimizer.from_sql(TPCH["Q5"], CATALOG).query
+TABLES = sorted({table for _, table in QUERY.relations})
+PREDICATES = sorted([f.text for f in QUERY.filters] + [p.text for p in QUERY.joins])
+factor = st.sampled_from([1 / 8, 1 / 2, 2.0, 8.0])
+
+
+@st.composite
+def deltas(draw):
+    if draw(st.booleans()):
+        table = draw(st.sampled_from(TABLES))
+        return reopt.DeltaStats.table(table, rows=CATALOG.table(table).rows * draw(factor))
+    return reopt.DeltaStats.selectivity(draw(st.sampled_from(PREDICATES)), draw(st.floats(1e-6, 1.0)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(deltas(), min_size=1, max_size=4))
+def test_reusing_untouched_relations_estimates_as_from_scratch(changes):
+    catalog, estimator = CATALOG, Estimator(QUERY, CATALOG)
+    for delta in changes:
+        touched = delta.tables_touched(QUERY, catalog)
+        catalog = delta.apply(catalog, QUERY)
+        estimator = Estimator(QUERY, catalog, estimator, touched)
+        fresh = Estimator(QUERY, catalog)
+        assert {m: estimator.stats(m) for m in QUERY.connected_subsets()} == {
+            m: fresh.stats(m) for m in QUERY.connected_subsets()}
+
+
+def test_an_estimator_of_another_query_cannot_be_reused():
+    other = reopt.Optimizer.from_sql(TPCH["Q3"], CATALOG).query
+    with pytest.raises(ValueError, match="same query"):
+        Estimator(QUERY, CATALOG, Estimator(other, CATALOG), 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(deltas(), min_size=1, max_size=4))
+def test_every_expression_whose_estimate_changes_is_among_those_a_change_touches(changes):
+    catalog = CATALOG
+    for delta in changes:
+        touched = set(delta.expressions_touched(QUERY, catalog))
+        before, catalog = Estimator(QUERY, catalog), delta.apply(catalog, QUERY)
+        after = Estimator(QUERY, catalog)
+        assert {m for m in QUERY.connected_subsets() if before.stats(m) != after.stats(m)} <= touched
+
+
+def test_a_join_selectivity_touches_only_the_expressions_holding_both_ends():
+    predicate = next(p for p in QUERY.joins)
+    both = QUERY.bit(predicate.left.alias) | QUERY.bit(predicate.right.alias)
+    touched = reopt.DeltaStats.selectivity(predicate.text, 0.5).expressions_touched(QUERY, CATALOG)
+    assert touched == [m for m in QUERY.connected_subsets() if m & both == both]
