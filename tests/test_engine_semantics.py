@@ -80,6 +80,35 @@ def test_aggregate_group_disappears_with_its_last_candidate():
     assert engine.rows("m") == set()
 
 
+def test_a_function_sees_ints_floats_and_bools_that_compare_equal_as_the_values_they_are():
+    def kind(x):
+        return [(type(x).__name__,)]
+
+    engine = engine_for(".input e(k, x).\n.function kind(x) -> (t).\np(k, t) :- e(k, x), kind(x, t).",
+                        {"kind": kind})
+    engine.insert("e", [("a", 1), ("b", 1.0), ("c", True)])  # equal values, three calls in one run
+    engine.run()
+    assert engine.rows("p") == {("a", "int"), ("b", "float"), ("c", "bool")}
+
+
+def test_the_native_core_calls_a_function_once_per_distinct_arguments_in_a_run():
+    needs_backend("native")
+    calls = []
+
+    def double(x):
+        calls.append(x)
+        return [(2 * x,)]
+
+    program = Program.parse(".input e(k, x).\n.function double(x) -> (y).\np(k, y) :- e(k, x), double(x, y).", "t.dl")
+    engine = Engine(program, {"double": double}, backend="native")
+    engine.insert("e", [("a", 3), ("b", 3), ("c", 4)])
+    engine.run()
+    engine.delete("e", [("a", 3)])  # retracting calls again, in a new run
+    engine.run()
+    assert sorted(calls) == [3, 3, 4]
+    assert engine.rows("p") == {("b", 6), ("c", 8)}
+
+
 def test_function_predicates_receive_bound_inputs_and_yield_rows():
     calls = []
 

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::BinaryHeap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
@@ -41,6 +42,29 @@ type Changes = FxHashMap<usize, Change>;
 pub type Pending = Vec<(usize, Vec<(Row, i64)>)>;
 type Outputs = FxHashMap<usize, Out>;
 type KeyIndex = FxHashMap<Box<[Value]>, Vec<Row>>;
+
+/// Results of the function calls made during one run, by function and exact arguments (an int, a
+/// float and a bool that Python deems equal are different arguments here). Functions are pure, and
+/// a run asks for the same call many times: the optimizer's cost of one join under each property
+/// its parent may want, and a retraction recomputing what an insertion computed in the same run.
+/// Cleared after every run, so it holds no more than one run's distinct calls.
+type CallMemo = FxHashMap<Box<[u64]>, Arc<[Vec<Value>]>>;
+
+fn call_key(function: usize, args: &[Value]) -> Box<[u64]> {
+    let mut key = Vec::with_capacity(1 + 2 * args.len());
+    key.push(function as u64);
+    for value in args {
+        let (tag, bits) = match *value {
+            Value::Int(i) => (0, i as u64),
+            Value::Float(f) => (1, f.to_bits()),
+            Value::Bool(b) => (2, b as u64),
+            Value::Str(s) => (3, s as u64),
+        };
+        key.push(tag);
+        key.push(bits);
+    }
+    key.into_boxed_slice()
+}
 
 /// Derivation-count changes of one head relation in one round.
 #[derive(Default)]
@@ -99,6 +123,7 @@ pub struct Engine {
     pub generation: u64,
     pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
     held: Vec<Option<Held>>,     // per stratum: .ordered group changes still held (kept across runs up to a goal)
+    calls: CallMemo,
 }
 
 impl Engine {
@@ -137,6 +162,7 @@ impl Engine {
             generation: 0,
             fail_after: None,
             held,
+            calls: FxHashMap::default(),
         }
     }
 
@@ -187,6 +213,7 @@ impl Engine {
         }
         let held_before = self.held.clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, &mut journal)));
+        self.calls = FxHashMap::default();
         let failure = match outcome {
             Ok(Ok(changes)) => {
                 std::mem::swap(&mut self.last_touched, &mut self.touched);
@@ -668,7 +695,7 @@ impl StratumRun {
         hidden: &FxHashMap<usize, FxHashSet<Row>>,
     ) -> Result<Outputs, Failure> {
         let mut outputs: Outputs = FxHashMap::default();
-        let Engine { relations, strata, functions, strings, pystrings, stats_now, .. } = e;
+        let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, .. } = e;
         let stratum = &strata[self.stratum];
         let mut show_indexes: FxHashMap<(usize, usize), KeyIndex> = FxHashMap::default();
         for rule in &stratum.rules {
@@ -720,7 +747,8 @@ impl StratumRun {
                     .collect();
                 let out = outputs.entry(rule.head).or_default();
                 let exec = Exec { plan, views, functions, py };
-                let mut state = ExecState { strings, pystrings, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
+                let mut state =
+                    ExecState { strings, pystrings, calls, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
                 let Step::Delta { negated, pattern } = &plan.steps[0] else {
                     unreachable!("a delta plan starts with its delta")
                 };
@@ -745,7 +773,7 @@ impl StratumRun {
 
     fn seed_outputs(&self, e: &mut Engine, py: Python<'_>) -> Result<Outputs, Failure> {
         let mut outputs: Outputs = FxHashMap::default();
-        let Engine { strata, functions, strings, pystrings, stats_now, .. } = e;
+        let Engine { strata, functions, strings, pystrings, calls, stats_now, .. } = e;
         for &rel in &strata[self.stratum].relations {
             outputs.entry(rel).or_default();
         }
@@ -753,7 +781,8 @@ impl StratumRun {
             let Some(plan) = &rule.seed else { continue };
             let out = outputs.entry(rule.head).or_default();
             let exec = Exec { plan, views: Vec::new(), functions, py };
-            let mut state = ExecState { strings, pystrings, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
+            let mut state =
+                ExecState { strings, pystrings, calls, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
             let result = exec.step(0, 1, &mut state);
             stats_now[rule.head][FIRED] += state.fired;
             result.map_err(|err| rule_failure(rule.id, err))?;
@@ -1250,6 +1279,7 @@ struct Exec<'a, 'py> {
 struct ExecState<'a> {
     strings: &'a mut Interner,
     pystrings: &'a mut PyStrings,
+    calls: &'a mut CallMemo,
     out: &'a mut Out,
     fired: u64,
     regs: Vec<Value>,
@@ -1393,8 +1423,17 @@ impl Exec<'_, '_> {
             }
             Step::Call { function, inputs, pattern } => {
                 let args = self.values(inputs, st)?;
-                for row in self.call(*function, &args, st)? {
-                    self.matched(pattern, &row, i, sign, st)?;
+                let key = call_key(*function, &args);
+                let rows = match st.calls.get(&key) {
+                    Some(rows) => rows.clone(),
+                    None => {
+                        let rows: Arc<[Vec<Value>]> = self.call(*function, &args, st)?.into();
+                        st.calls.insert(key, rows.clone());
+                        rows
+                    }
+                };
+                for row in rows.iter() {
+                    self.matched(pattern, row, i, sign, st)?;
                 }
             }
         }
