@@ -221,7 +221,7 @@ def plot(results: list[dict], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("relations in the query")
     ax.set_ylabel("CPU seconds (log scale)")
-    ax.set_title("Join Order Benchmark: optimization time per query (timeouts not shown)")
+    ax.set_title("Join Order Benchmark: optimization time per query (timeouts and refusals not shown)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
