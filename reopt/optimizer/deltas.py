@@ -97,7 +97,8 @@ class DeltaStats:
         """The connected sub-expressions whose estimates may change, given the catalog the changes
         apply to: those holding a changed table, or both ends of a join predicate whose selectivity
         changed (estimates count a join predicate only inside an expression that holds both ends);
-        every one where ``tables_touched`` is the whole query for an observation."""
+        all of them for an observed cardinality, or for any change while the catalog holds
+        observations (see ``tables_touched``)."""
         needs = self._needs(query, catalog)
         if 0 in needs:
             return query.connected_subsets()
