@@ -78,9 +78,23 @@ impl Bucket {
     }
 }
 
+/// A hash index, built the first time a plan looks it up in a non-empty relation and maintained
+/// from then on: an index no evaluation reads (a plan that only fires on a change that never comes,
+/// or one that only ever met the relation empty) costs nothing when rows are added.
 pub struct Index {
     pub positions: Box<[usize]>,
     pub map: FxHashMap<Box<[Value]>, Bucket>,
+    pub built: bool,
+}
+
+impl Index {
+    fn build(&mut self, rows: &FxHashSet<Row>) {
+        for row in rows {
+            let key: Box<[Value]> = Box::from(&key_of(row, &self.positions)[..]);
+            self.map.entry(key).or_insert_with(|| Bucket::Few(Vec::new())).insert(row.clone());
+        }
+        self.built = true;
+    }
 }
 
 /// Values on the stack: index keys (one to three values) and head rows (up to ten).
@@ -101,7 +115,7 @@ impl Relation {
     pub fn new(arity: usize, patterns: &[Vec<usize>]) -> Self {
         let indexes = patterns
             .iter()
-            .map(|p| Index { positions: p.clone().into_boxed_slice(), map: FxHashMap::default() })
+            .map(|p| Index { positions: p.clone().into_boxed_slice(), map: FxHashMap::default(), built: false })
             .collect();
         Relation { arity, rows: FxHashSet::default(), indexes }
     }
@@ -110,29 +124,42 @@ impl Relation {
         self.indexes.iter().position(|i| &*i.positions == positions)
     }
 
-    /// The index on `positions`, built from the current rows if no plan asked for it.
+    /// The index on `positions`, built from the current rows if it is not yet.
     pub fn ensure_index(&mut self, positions: &[usize]) -> usize {
-        if let Some(id) = self.index_id(positions) {
-            return id;
+        let id = match self.index_id(positions) {
+            Some(id) => id,
+            None => {
+                let positions = positions.to_vec().into_boxed_slice();
+                self.indexes.push(Index { positions, map: FxHashMap::default(), built: false });
+                self.indexes.len() - 1
+            }
+        };
+        if !self.indexes[id].built {
+            self.indexes[id].build(&self.rows);
         }
-        let mut map: FxHashMap<Box<[Value]>, Bucket> = FxHashMap::default();
-        for row in &self.rows {
-            let key: Box<[Value]> = Box::from(&key_of(row, positions)[..]);
-            map.entry(key).or_insert_with(|| Bucket::Few(Vec::new())).insert(row.clone());
-        }
-        self.indexes.push(Index { positions: positions.to_vec().into_boxed_slice(), map });
-        self.indexes.len() - 1
+        id
     }
 
+    /// Make `index` ready for lookups: built, unless the relation is empty (then lookups find nothing
+    /// without it, and rows added later do not pay for it until a lookup needs it).
+    pub fn prepare(&mut self, index: usize) {
+        if !self.indexes[index].built && !self.rows.is_empty() {
+            self.indexes[index].build(&self.rows);
+        }
+    }
+
+    /// Rows under `key`; `index` must have been prepared since the relation last changed.
     pub fn get(&self, index: usize, key: &[Value]) -> Option<&Bucket> {
-        self.indexes[index].map.get(key)
+        let index = &self.indexes[index];
+        debug_assert!(index.built || self.rows.is_empty(), "lookup on an index that was not prepared");
+        index.map.get(key)
     }
 
     pub fn add(&mut self, row: Row) {
         if self.rows.contains(&row) {
             return;
         }
-        for index in &mut self.indexes {
+        for index in self.indexes.iter_mut().filter(|i| i.built) {
             let key = key_of(&row, &index.positions);
             match index.map.get_mut(&key[..]) {
                 Some(bucket) => bucket.insert(row.clone()),
@@ -148,7 +175,7 @@ impl Relation {
         if !self.rows.remove(row) {
             return;
         }
-        for index in &mut self.indexes {
+        for index in self.indexes.iter_mut().filter(|i| i.built) {
             let key = key_of(row, &index.positions);
             if let Some(bucket) = index.map.get_mut(&key[..]) {
                 bucket.remove(row);

@@ -97,7 +97,16 @@ fn num_cmp(a: Num, b: Num) -> Ordering {
 }
 
 impl PartialEq for Value {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
+        // same-kind values (nearly every comparison an index or a join makes) compare directly;
+        // f64's == is Python's for floats too (0.0 == -0.0, and NaN is never stored)
+        match (*self, *other) {
+            (Value::Int(a), Value::Int(b)) => return a == b,
+            (Value::Str(a), Value::Str(b)) => return a == b,
+            (Value::Float(a), Value::Float(b)) => return a == b,
+            _ => {}
+        }
         match (self.num(), other.num()) {
             (Some(a), Some(b)) => num_cmp(a, b) == Ordering::Equal,
             (None, None) => matches!((self, other), (Value::Str(a), Value::Str(b)) if a == b),

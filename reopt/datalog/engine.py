@@ -13,7 +13,7 @@ test runs on both. This class checks deltas, queues them, and turns a core's net
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from . import nativecore
@@ -78,8 +78,13 @@ class Engine:
 
     @property
     def stats(self) -> Stats:
-        """Per-relation work counters: ``stats.last`` (last successful run) and ``stats.total``."""
-        return self._core.stats
+        """Per-relation work counters: ``stats.last`` (last successful run) and ``stats.total``. An
+        alias (``Program.aliases``) counts its source's visibility changes; no rule fires for it."""
+        stats = self._core.stats
+        for name, source in self.program.aliases.items():
+            stats.last[name] = replace(stats.last[source], fired=0)
+            stats.total[name] = replace(stats.total[source], fired=0)
+        return stats
 
     # -- deltas --------------------------------------------------------------------------------
 
@@ -160,13 +165,11 @@ class Engine:
 
     def rows(self, relation: str) -> set[Row]:
         """The relation's visible rows."""
-        self._known(relation)
-        return self._core.rows(relation)
+        return self._core.rows(self._stored(relation))
 
     def touched_rows(self, relation: str) -> set[Row]:
         """Rows of a derived relation whose visibility changed at some point during the last run."""
-        self._known(relation)
-        return self._core.touched_rows(relation)
+        return self._core.touched_rows(self._stored(relation))
 
     def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set[Row]:
         """Visible rows whose values at ``positions`` equal ``key`` (an index is kept from then on)."""
@@ -175,11 +178,14 @@ class Engine:
         if len(positions) != len(key) or any(not 0 <= p < info.arity for p in positions):
             raise DatalogError(f"lookup on '{relation}' (arity {info.arity}) needs one key value per position "
                                f"in range; got positions {positions!r} and key {_short(key)}")
-        return self._core.lookup(relation, positions, key)
+        return self._core.lookup(self._stored(relation), positions, key)
 
     def counts(self, relation: str) -> dict[Row, int]:
-        """Insertion counts of an input relation, or derivation counts of a derived one."""
-        self._known(relation)
+        """Insertion counts of an input relation, or derivation counts of a derived one (an alias's
+        one rule derives each of its rows once)."""
+        info = self._known(relation)
+        if info.alias_of is not None:
+            return dict.fromkeys(self._core.rows(info.alias_of), 1)
         return self._core.counts(relation)
 
     def state_size(self) -> int:
@@ -199,6 +205,10 @@ class Engine:
         if info is None:
             raise DatalogError(f"unknown relation '{_short(name)}'")
         return info
+
+    def _stored(self, name: str) -> str:
+        """The relation holding ``name``'s rows: its source if it is an alias, else itself."""
+        return self._known(name).alias_of or name
 
     # -- evaluation ------------------------------------------------------------------------------
 
@@ -245,6 +255,7 @@ class _Deltas(Mapping):
         self._program = program
         self._changes = changes
         self._names = [n for n in changes if not program.relations[n].is_base]
+        self._names += [alias for alias, source in program.aliases.items() if source in changes]
         self._made: dict[str, RelationDelta] = {}
 
     def __getitem__(self, name: str) -> RelationDelta:
@@ -264,9 +275,9 @@ class _Deltas(Mapping):
         return repr(dict(self.items()))
 
     def _delta(self, name: str) -> RelationDelta:
-        plus, minus = self._changes[name]
-        delta = RelationDelta(set(plus), set(minus))
         info = self._program.relations[name]
+        plus, minus = self._changes[info.alias_of or name]
+        delta = RelationDelta(set(plus), set(minus))
         if info.aggregate:
             p = info.aggregate_position
             inserted = {r[:p] + r[p + 1:]: r for r in plus}

@@ -6,7 +6,7 @@ arity mismatch or an unbound variable at run time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import networkx as nx
@@ -26,6 +26,7 @@ from .syntax import (
     OrderedDecl,
     RelationDecl,
     Rule,
+    Var,
     Wildcard,
 )
 
@@ -48,6 +49,7 @@ class RelationInfo:
     memo_of: str | None = None  # for a memo relation: the relation whose converged rows it keeps
     memo_keys: int = 0  # for a memo relation: how many leading columns identify a row
     ordered: bool = False  # a min aggregate whose group changes are released in value order
+    alias_of: str | None = None  # for an alias: the derived relation whose rows it shares (see Program.aliases)
 
     @property
     def is_base(self) -> bool:
@@ -106,6 +108,9 @@ class Program:
             self._check_memo(memo)
         for rule in self.rules:
             self._check_body(rule)
+        self.aliases = self._find_aliases({decl.goal for decl in ordered if decl.goal is not None})
+        for name, source in self.aliases.items():
+            self.relations[name].alias_of = source
         self.strata = self._stratify(acyclic)
         for decl in ordered:
             self._order(decl)
@@ -122,15 +127,26 @@ class Program:
                                "intermediate variables") from None
 
     @classmethod
-    def load(cls, path: str | Path) -> "Program":
-        path = Path(path)
+    def load(cls, *paths: str | Path) -> "Program":
+        """The program in one rule file, or in several read as one (modules: a relation one file
+        declares or derives may be read by rules of another); errors name the file they are in."""
+        if not paths:
+            raise ProgramError("Program.load needs at least one rule file")
+        statements = []
+        for path in map(Path, paths):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ProgramError(f"cannot read rule file {path}: {exc.strerror}") from None
+            except UnicodeDecodeError as exc:
+                raise ProgramError(f"rule file {path} is not UTF-8 text (byte {exc.start})") from None
+            statements.extend(parse(text, str(path)))
+        source = " + ".join(map(str, paths))
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ProgramError(f"cannot read rule file {path}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ProgramError(f"rule file {path} is not UTF-8 text (byte {exc.start})") from None
-        return cls.parse(text, str(path))
+            return cls(statements, source)
+        except RecursionError:
+            raise ProgramError(f"{source}: an expression is nested too deeply to check; split it with "
+                               "intermediate variables") from None
 
     @property
     def inputs(self) -> list[str]:
@@ -268,38 +284,95 @@ class Program:
                 literal.location,
             )
 
+    # -- aliases -------------------------------------------------------------------------------
+
+    def _find_aliases(self, goals: set[str]) -> dict[str, str]:
+        """Relations whose only rule copies a derived relation's rows unchanged, as in
+        ``R(x, y) :- S(x, y).``, mapped to the relation that holds those rows.
+
+        Rules read S wherever they read R, so R holds nothing and no derivation is computed for it: a
+        program can name a stage (``Alive`` below) that one module defines by pruning and another by
+        copying, at no cost where it copies. The rows, counts and deltas of R are S's, exactly what
+        evaluating the copy would give. Memo sources and goals keep their own rows."""
+        memo_sources = {info.memo_of for info in self.relations.values() if info.memo_of is not None}
+        by_head: dict[str, list[Rule]] = {}
+        for rule in self.rules:
+            by_head.setdefault(rule.head.name, []).append(rule)
+        copies: dict[str, str] = {}
+        for name, rules in by_head.items():
+            if len(rules) != 1 or name in memo_sources or name in goals or len(rules[0].body) != 1:
+                continue
+            head, atom = rules[0].head, rules[0].body[0]
+            if not isinstance(atom, Atom) or atom.negated or atom.name == name \
+                    or atom.name not in self.relations or self.relations[atom.name].is_base:
+                continue
+            names = [arg.name for arg in head.args if isinstance(arg, Var)]
+            if len(names) == len(head.args) == len(set(names)) and tuple(atom.args) == tuple(head.args):
+                copies[name] = atom.name
+        aliases = {}
+        for name in copies:
+            source, seen = name, set()
+            while source in copies and source not in seen:
+                seen.add(source)
+                source = copies[source]
+            if source not in copies:  # a cycle of copies holds nothing; it is evaluated as written
+                aliases[name] = source
+        return aliases
+
+    def _resolved(self, rule: Rule) -> Rule:
+        """``rule`` reading each alias's source in its place."""
+        if not any(isinstance(lit, Atom) and lit.name in self.aliases for lit in rule.body):
+            return rule
+        body = tuple(replace(lit, name=self.aliases[lit.name])
+                     if isinstance(lit, Atom) and lit.name in self.aliases else lit for lit in rule.body)
+        return replace(rule, body=body)
+
     # -- strata --------------------------------------------------------------------------------
 
     def _stratify(self, acyclic: list[AcyclicDecl]) -> list[Stratum]:
-        graph = nx.DiGraph()
-        graph.add_nodes_from(self.derived)
-        for rule in self.rules:
-            for literal in rule.body:
-                if isinstance(literal, Atom) and literal.name in self.relations:
-                    graph.add_edge(literal.name, rule.head.name)
         declared_acyclic: dict[str, Location] = {}
         for decl in acyclic:
             for name in decl.names:
                 if name not in self.relations or self.relations[name].is_base:
                     raise ProgramError(f".acyclic names '{name}', which no rule derives", decl.location)
                 declared_acyclic[name] = decl.location
-        condensed = nx.condensation(graph)
-        by_head: dict[str, list[tuple[int, Rule]]] = {}  # rules by head, numbered in program order
-        for number, rule in enumerate(self.rules):
-            by_head.setdefault(rule.head.name, []).append((number, rule))
+        # A program is accepted or refused as written; aliases change only how it is evaluated.
+        for members, numbers, recursive in self._components(self.rules):
+            rules = [self.rules[n] for n in numbers]
+            self._check_negation(members, rules, self._method(members, rules, recursive, declared_acyclic))
+        written = [rule for rule in self.rules if rule.head.name not in self.aliases]
+        resolved = [self._resolved(rule) for rule in written]
         strata = []
+        for members, numbers, recursive in self._components(resolved):
+            rules = [resolved[n] for n in numbers]
+            method = self._method(members, rules, recursive, declared_acyclic)
+            compiled = [self._compile(resolved[n], written[n]) for n in numbers]
+            body = {lit.name for r in rules for lit in r.body if isinstance(lit, Atom) and lit.name in self.relations}
+            strata.append(Stratum(members, compiled, recursive, method, frozenset(body - members)))
+        return strata
+
+    def _components(self, rules: list[Rule]) -> list[tuple[frozenset[str], list[int], bool]]:
+        """The strongly connected components of the dependency graph of ``rules``, in evaluation order,
+        each with the positions of its rules in ``rules`` (in order) and whether it is recursive."""
+        graph = nx.DiGraph()
+        graph.add_nodes_from(rule.head.name for rule in rules)
+        for rule in rules:
+            for literal in rule.body:
+                if isinstance(literal, Atom) and literal.name in self.relations:
+                    graph.add_edge(literal.name, rule.head.name)
+        by_head: dict[str, list[int]] = {}  # numbers of the rules for each head, in program order
+        for number, rule in enumerate(rules):
+            by_head.setdefault(rule.head.name, []).append(number)
+        condensed = nx.condensation(graph)
+        components = []
         for component in nx.topological_sort(condensed):
             members = frozenset(condensed.nodes[component]["members"])
             if all(self.relations[m].is_base for m in members):
                 continue
-            rules = [rule for _, rule in sorted(pair for m in members for pair in by_head.get(m, ()))]
+            numbers = sorted(n for m in members for n in by_head.get(m, ()))
             recursive = len(members) > 1 or any(graph.has_edge(m, m) for m in members)
-            method = self._method(members, rules, recursive, declared_acyclic)
-            self._check_negation(members, rules, method)
-            compiled = [self._compile(rule) for rule in rules]
-            body = {lit.name for r in rules for lit in r.body if isinstance(lit, Atom) and lit.name in self.relations}
-            strata.append(Stratum(members, compiled, recursive, method, frozenset(body - members)))
-        return strata
+            components.append((members, numbers, recursive))
+        return components
 
     def _order(self, decl: OrderedDecl) -> None:
         for name in decl.names:
@@ -392,12 +465,13 @@ class Program:
                     )
         return DRED
 
-    def _compile(self, rule: Rule) -> CompiledRule:
+    def _compile(self, rule: Rule, written: Rule) -> CompiledRule:
+        """Plans for ``rule`` (aliases resolved); errors quote the rule as ``written``."""
         atoms = [i for i, lit in enumerate(rule.body) if isinstance(lit, Atom) and lit.name in self.relations]
         info = self.relations[rule.head.name]
         plans = [plan_rule(rule, i, self.functions, info.aggregate_position) for i in atoms]
         seed = None if atoms else plan_rule(rule, None, self.functions, info.aggregate_position)
-        return CompiledRule(rule, plans, seed)
+        return CompiledRule(written, plans, seed)
 
     def index_patterns(self) -> dict[str, set[tuple[int, ...]]]:
         """The (relation, bound positions) lookups the plans make, so relations can index them."""

@@ -28,11 +28,14 @@ from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
 from .sql import parse_sql
 
-@functools.lru_cache(maxsize=1)
-def optimizer_program() -> Program:
-    """The optimizer's rules, read from the installed package (reopt/rules/optimizer.dl)."""
-    rules = resources.files("reopt") / "rules" / "optimizer.dl"
-    return Program.parse(rules.read_text(encoding="utf-8"), source=str(rules))
+@functools.lru_cache(maxsize=2)
+def optimizer_program(memo: bool = False) -> Program:
+    """The optimizer's rules, read from the installed package: reopt/rules/optimizer.dl with the
+    module for memo-based pruning (``memo``) or the one that costs every alternative directly."""
+    rules = resources.files("reopt") / "rules"
+    module = "optimizer_memo.dl" if memo else "optimizer_direct.dl"
+    with resources.as_file(rules / "optimizer.dl") as core, resources.as_file(rules / module) as extra:
+        return Program.load(core, extra)
 
 
 BYTES_PER_VALUE = 8  # state_bytes counts every held value as one 8-byte word
@@ -175,13 +178,15 @@ class Optimizer:
         self._catalog = catalog.copy()
         self.space = PlanSpace(query, self.config.max_join_pairs)
         self.costs = CostModel(self.config.weights)
-        self.engine = Engine(optimizer_program(), {
+        functions = {
             "Fn_split": self.space.split,
             "Fn_scancost": self.costs.scan,
             "Fn_unarycost": self.costs.unary,
             "Fn_joincost": self._join_cost,
-            "Fn_parentcount": self.space.parent_count,
-        }, backend=self.config.backend)
+        }
+        if self.config.remembers_costs:
+            functions["Fn_parentcount"] = self.space.parent_count
+        self.engine = Engine(optimizer_program(self.config.remembers_costs), functions, backend=self.config.backend)
         self._subsets = list(query.connected_subsets())
         self._stats: dict[int, ExprStats] = {}
         self._factors: dict[str, float] = {}
@@ -294,7 +299,7 @@ class Optimizer:
             alternatives_derived_total=stats.total["PlanCost"].inserted,
             entries_touched_last=len({row[:2] for row in self.engine.touched_rows("BestCost")}),
             alternatives_touched_last=len({row[:-1] for row in self.engine.touched_rows("PlanCost")}),
-            alternatives_remembered=len(self.engine.rows("CostMemo")),
+            alternatives_remembered=len(self.engine.rows("CostMemo")) if self.config.remembers_costs else 0,
             state_values=self.engine.state_size(),
         )
 
@@ -324,7 +329,8 @@ class Optimizer:
         self.engine.insert("CostFactor", list(factors.items()))
         self.engine.insert("Setting", self.config.setting_facts())
         versions = {mask: 0 for mask in self._subsets} if self.config.remembers_costs else {}
-        self.engine.insert("StatsVersion", list(versions.items()))
+        if versions:
+            self.engine.insert("StatsVersion", list(versions.items()))
         try:
             self.engine.run(deltas=False)
         except BaseException:
