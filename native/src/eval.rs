@@ -117,8 +117,10 @@ pub struct Engine {
     pub stats_last: Vec<Counters>,
     pub stats_total: Vec<Counters>,
     stats_now: Vec<Counters>,
-    touched: Vec<FxHashSet<Row>>,
-    pub last_touched: Vec<FxHashSet<Row>>,
+    // rows whose visibility changed during the run, per relation; a row may be listed more than once
+    // (once per pass that touched it), and readers take the set
+    touched: Vec<Vec<Row>>,
+    pub last_touched: Vec<Vec<Row>>,
     pub last_changes: Changes,
     pub generation: u64,
     pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
@@ -156,8 +158,8 @@ impl Engine {
             stats_last: vec![[0; 5]; n],
             stats_total: vec![[0; 5]; n],
             stats_now: vec![[0; 5]; n],
-            touched: vec![FxHashSet::default(); n],
-            last_touched: vec![FxHashSet::default(); n],
+            touched: vec![Vec::new(); n],
+            last_touched: vec![Vec::new(); n],
             last_changes: FxHashMap::default(),
             generation: 0,
             fail_after: None,
@@ -408,18 +410,20 @@ impl Engine {
         }
         for s in 0..self.strata.len() {
             let stratum = &self.strata[s];
-            let incoming: Changes =
-                stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();
+            let has_incoming = stratum.inputs.iter().any(|r| changes.contains_key(r));
             let seed = seeding && stratum.rules.iter().any(|r| r.seed.is_some());
             let goal_moved = stratum.goals.iter().any(|(_, goal)| changes.contains_key(goal)); // may release what was held
-            if incoming.is_empty() && !seed && !goal_moved {
+            if !has_incoming && !seed && !goal_moved {
                 continue;
             }
             let mut run = StratumRun::new(s, &stratum.relations);
             if stratum.dred {
+                let incoming: Changes =
+                    stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();
                 run.dred(self, py, incoming, seed, journal)?;
             } else {
-                run.counting(self, py, incoming, seed, false, journal)?;
+                // the stratum's plans read only its inputs' changes (its own relations have none yet)
+                run.counting(self, py, &changes, seed, false, journal)?;
             }
             changes.extend(run.net_changes(self));
         }
@@ -590,7 +594,7 @@ impl StratumRun {
         &mut self,
         e: &mut Engine,
         py: Python<'_>,
-        incoming: Changes,
+        incoming: &Changes,
         seeding: bool,
         monotone: bool,
         journal: &mut Journal,
@@ -605,13 +609,14 @@ impl StratumRun {
             held.frontier.clear();
         }
         // On failure the held changes stay taken: `Engine::run` restores them with the rest.
-        let mut changes = incoming;
+        let mut changes: Option<Changes> = None; // none yet: the first round reads `incoming`
         let mut extra = if seeding { Some(self.seed_outputs(e, py)?) } else { None };
         let mut rounds: u64 = 0;
         let none = FxHashMap::default();
         loop {
-            if !changes.is_empty() || extra.is_some() {
-                let mut outputs = self.round(e, py, &changes, &none)?;
+            let current = changes.as_ref().unwrap_or(incoming);
+            if !current.is_empty() || extra.is_some() {
+                let mut outputs = self.round(e, py, current, &none)?;
                 if let Some(extra) = extra.take() {
                     for (rel, out) in extra {
                         let target = outputs.entry(rel).or_default();
@@ -623,16 +628,17 @@ impl StratumRun {
                         }
                     }
                 }
-                changes = self.settle(e, outputs, monotone, held.as_mut(), journal)?;
+                changes = Some(self.settle(e, outputs, monotone, held.as_mut(), journal)?);
             } else if let Some(held) = held.as_mut() {
-                changes = held.release(e)?;
-                if changes.is_empty() {
+                let released = held.release(e)?;
+                if released.is_empty() {
                     break;
                 }
+                changes = Some(released);
             } else {
                 break;
             }
-            self.show(e, &changes, journal);
+            self.show(e, changes.as_ref().expect("settled or released"), journal);
             rounds += 1;
             if rounds > e.max_rounds {
                 let mut names: Vec<&str> =
@@ -682,7 +688,7 @@ impl StratumRun {
             self.show(e, &rederived, journal);
             insertions.extend(rederived);
         }
-        self.counting(e, py, insertions, seeding, true, journal)
+        self.counting(e, py, &insertions, seeding, true, journal)
     }
 
     /// Derivation-count changes of the stratum's heads caused by `changes` (already visible);
@@ -704,7 +710,7 @@ impl StratumRun {
                 let Some(change) = changes.get(&delta_rel) else {
                     continue;
                 };
-                if change.is_empty() {
+                if change.is_empty() || reads_an_empty_view(plan, relations, changes) {
                     continue;
                 }
                 for step in &plan.steps {
@@ -973,7 +979,7 @@ impl StratumRun {
                 } else if was && !now {
                     change.minus.insert(row.clone());
                 }
-                e.touched[rel].insert(row);
+                e.touched[rel].push(row);
             }
             if !change.is_empty() {
                 changes.insert(rel, change);
@@ -1245,6 +1251,26 @@ fn rederive(e: &Engine, overdeleted: &FxHashMap<usize, FxHashSet<Row>>) -> Resul
         }
     }
     Ok(rederived)
+}
+
+/// Whether a body atom the plan must match reads a view with no rows: then the plan derives
+/// nothing, and is skipped before any lookup (or index) is made. An initial load meets this often:
+/// every input changes in the first round, and the plans for most of them join relations the
+/// recursion has not filled yet. Negated atoms hold on an empty view, so they never skip.
+fn reads_an_empty_view(plan: &Plan, relations: &[Relation], changes: &Changes) -> bool {
+    plan.steps.iter().any(|step| {
+        let view = match step {
+            Step::Lookup { view, .. } | Step::Scan { view, .. } | Step::Has { view, negated: false, .. } => *view,
+            _ => return false,
+        };
+        let (rel, old) = plan.views[view];
+        let rows = relations[rel].rows.len();
+        match changes.get(&rel).filter(|_| old) {
+            // the old contents: the rows minus those entering this round, plus those leaving it
+            Some(change) => rows == change.plus.len() && change.minus.is_empty(),
+            None => rows == 0,
+        }
+    })
 }
 
 fn rule_failure(rule: usize, err: ExecError) -> Failure {

@@ -136,7 +136,7 @@ impl Core {
     }
 
     fn touched_rows<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<Bound<'py, PySet>> {
-        let rows = self.engine.last_touched[rel].iter().cloned().collect();
+        let rows = self.engine.last_touched[rel].to_vec();
         self.rows_to_set(py, rows)
     }
 

@@ -75,6 +75,13 @@ class Plan:
     def lookups(self) -> list[tuple[str, tuple[int, ...]]]:
         return [(rel, pos) for rel, _mode, how, pos in self.views if how == "lookup"]
 
+    @cached_property
+    def matched_views(self) -> tuple[int, ...]:
+        """The views a derivation must find a row in (every atom but the delta and negated ones): the
+        plan derives nothing while one of them is empty, so a backend may skip it then."""
+        return tuple(step[1] for step in self.steps
+                     if step[0] in ("lookup", "scan") or (step[0] == "has" and not step[3]))
+
 
 class _Builder:
     def __init__(self, plan: Plan):

@@ -501,7 +501,7 @@ class _StratumRun:
             out = outputs[head]
             for plan in compiled.delta_plans:
                 change = changes.get(plan.delta_relation)
-                if not change:
+                if not change or any(self._empty(*plan.views[i][:2], changes) for i in plan.matched_views):
                     continue
                 delta = chain(zip(change.plus, repeat(1)), zip(change.minus, repeat(-1)))
                 plan_views = [view(name, mode) for name, mode, _how, _pos in plan.views]
@@ -512,6 +512,15 @@ class _StratumRun:
                     raise _RuleFailure(compiled.rule, exc) from exc
                 core.stats.record_fired(head, fired)
         return outputs
+
+    def _empty(self, name: str, mode: str, changes: dict[str, _Change]) -> bool:
+        """Whether the view of ``name`` in ``mode`` has no rows (old contents: the rows minus those
+        entering this round, plus those leaving it; DRed's hidden rows are not counted out)."""
+        rows = len(self.core._relations[name].rows)
+        change = changes.get(name)
+        if mode != NEW and change:
+            return rows == len(change.plus) and not change.minus
+        return rows == 0
 
     def _seed_outputs(self) -> dict[str, dict]:
         outputs: dict[str, dict] = {name: {} for name in self.stratum.relations}
