@@ -177,6 +177,24 @@ def test_without_pruning_the_whole_space_is_held():
 
 
 @pytest.mark.usefixtures("backend")
+@pytest.mark.parametrize("setting", ["none", "goal"])
+def test_settings_without_memos_store_no_copy_of_the_alternatives_or_best_costs(setting):
+    """Their module defines Alive and InputCost as plain copies, which the engine reads as aliases."""
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1), reopt.OptimizerConfig.setting(setting))
+    optimizer.optimize()
+    assert optimizer.engine.program.aliases == {"Alive": "SearchSpace", "InputCost": "BestCost"}
+    assert optimizer.engine.rows("Alive") == optimizer.engine.rows("SearchSpace")
+
+
+@pytest.mark.usefixtures("backend")
+def test_the_memo_based_settings_filter_what_is_costed():
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(1), reopt.OptimizerConfig.setting("aggsel"))
+    optimizer.optimize()
+    assert optimizer.engine.program.aliases == {}
+    assert optimizer.engine.rows("Alive") < optimizer.engine.rows("SearchSpace")
+
+
+@pytest.mark.usefixtures("backend")
 def test_aggregate_selection_alone_prunes_alternatives_but_keeps_every_entry():
     catalog = reopt.Catalog.tpch(1)
     optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, reopt.OptimizerConfig.setting("aggsel"))
