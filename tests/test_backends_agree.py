@@ -1,7 +1,7 @@
 """Differential property: the native and the Python backends agree exactly.
 
 Random programs (joins, self-joins, comparisons, arithmetic, stratified negation, recursion under
-counting and DRed, min/max/count/sum aggregates, functions) take random delta sequences on both
+counting and DRed, min/max/count/sum aggregates, functions, aliases) take random delta sequences on both
 backends; after every run the derived deltas, every relation's rows and every derivation count
 must be identical, and so must the statistics the optimizer's metrics are made of.
 """
@@ -81,6 +81,10 @@ def programs(draw):
             lines.append(draw(rule_for(head, scope, [d for d in derived if d in readable], aggregate)))
         readable[head] = 2
         derived.append(head)
+        if draw(st.integers(0, 2)) == 0:  # a plain copy, read by later rules: an alias
+            lines.append(f"c{i}(x, y) :- {head}(x, y).")
+            readable[f"c{i}"] = 2
+            derived.append(f"c{i}")
     text = "\n".join(lines)
     try:
         return Program.parse(text, "random.dl")
@@ -110,6 +114,7 @@ def test_native_and_python_backends_agree_after_every_run(program, steps):
     needs_backend("native")
     event(f"maintenance: {'+'.join(sorted({s.method for s in program.strata}))}")
     event(f"aggregates: {'+'.join(sorted({i.aggregate for i in program.relations.values() if i.aggregate}))}")
+    event(f"aliases: {len(program.aliases)}")
     engines = [Engine(program, functions(), backend=b) for b in ("python", "native")]
     present: dict[str, list] = {name: [] for name in INPUTS}
     for batch in steps:

@@ -715,12 +715,8 @@ impl StratumRun {
                 }
                 for step in &plan.steps {
                     if let Step::Lookup { view, index, .. } = step {
-                        relations[plan.views[*view].0].prepare(*index);
-                    }
-                }
-                for step in &plan.steps {
-                    if let Step::Lookup { view, index, .. } = step {
                         let (rel, old) = plan.views[*view];
+                        relations[rel].prepare(*index);
                         if let (true, Some(c)) = (old, changes.get(&rel)) {
                             if !c.minus.is_empty() {
                                 let positions = &relations[rel].indexes[*index].positions;

@@ -90,10 +90,19 @@ pub struct Index {
 impl Index {
     fn build(&mut self, rows: &FxHashSet<Row>) {
         for row in rows {
-            let key: Box<[Value]> = Box::from(&key_of(row, &self.positions)[..]);
-            self.map.entry(key).or_insert_with(|| Bucket::Few(Vec::new())).insert(row.clone());
+            self.insert(row);
         }
         self.built = true;
+    }
+
+    fn insert(&mut self, row: &Row) {
+        let key = key_of(row, &self.positions);
+        match self.map.get_mut(&key[..]) {
+            Some(bucket) => bucket.insert(row.clone()),
+            None => {
+                self.map.insert(Box::from(&key[..]), Bucket::Few(vec![row.clone()]));
+            }
+        }
     }
 }
 
@@ -160,13 +169,7 @@ impl Relation {
             return;
         }
         for index in self.indexes.iter_mut().filter(|i| i.built) {
-            let key = key_of(&row, &index.positions);
-            match index.map.get_mut(&key[..]) {
-                Some(bucket) => bucket.insert(row.clone()),
-                None => {
-                    index.map.insert(Box::from(&key[..]), Bucket::Few(vec![row.clone()]));
-                }
-            }
+            index.insert(&row);
         }
         self.rows.insert(row);
     }

@@ -119,12 +119,7 @@ class Program:
     def parse(cls, text: str, source: str = "<string>") -> "Program":
         if not isinstance(text, str):
             raise ProgramError(f"rule text must be a string, got {type(text).__name__}")
-        statements = parse(text, source)
-        try:
-            return cls(statements, source)
-        except RecursionError:
-            raise ProgramError(f"{source}: an expression is nested too deeply to check; split it with "
-                               "intermediate variables") from None
+        return cls._checked(parse(text, source), source)
 
     @classmethod
     def load(cls, *paths: str | Path) -> "Program":
@@ -141,7 +136,10 @@ class Program:
             except UnicodeDecodeError as exc:
                 raise ProgramError(f"rule file {path} is not UTF-8 text (byte {exc.start})") from None
             statements.extend(parse(text, str(path)))
-        source = " + ".join(map(str, paths))
+        return cls._checked(statements, " + ".join(map(str, paths)))
+
+    @classmethod
+    def _checked(cls, statements: list, source: str) -> "Program":
         try:
             return cls(statements, source)
         except RecursionError:

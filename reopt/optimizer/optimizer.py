@@ -163,7 +163,6 @@ class OptimizerConfig:
     def setting_facts(self) -> list[tuple[str, bool]]:
         return [
             ("goal", self.goal_bound),
-            ("memo", self.remembers_costs),
             ("aggsel", self.aggregate_selection),
             ("refcount", self.reference_counting),
             ("bounding", self.recursive_bounding),
