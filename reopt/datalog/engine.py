@@ -114,7 +114,7 @@ class Engine:
             wanted[row] = wanted.get(row, 0) + 1
             if self._core.count(relation, row) + pending.get(row, 0) < wanted[row]:
                 raise DeltaError(f"cannot delete {_short(row)} from '{relation}': it is not present")
-        pending = self._pending.setdefault(relation, {})
+        pending = self._pending.setdefault(relation, pending)
         for row, n in wanted.items():
             pending[row] = pending.get(row, 0) - n
 
@@ -145,21 +145,24 @@ class Engine:
             if len(row) != info.arity:
                 raise DeltaError(
                     f"row {_short(row)} for '{relation}' has {len(row)} values; '{relation}' has arity {info.arity}")
-            try:
-                hash(row)
-            except TypeError:
-                raise DeltaError(f"row {_short(row)} for '{relation}' holds an unhashable value") from None
             for value in row:
                 kind = type(value)
-                if kind is str or kind is bool or (kind is int and INT_MIN <= value <= INT_MAX):
-                    continue  # the common values, held by every backend
-                if isinstance(value, float) and value != value:
-                    raise DeltaError(f"row {_short(row)} for '{relation}' holds NaN, which no relation may hold")
-                problem = self._core.unsupported(value)
-                if problem:
-                    raise DeltaError(f"row {_short(row)} for '{relation}': {problem}")
+                if not (kind is str or kind is bool or (kind is int and INT_MIN <= value <= INT_MAX)
+                        or (kind is float and value == value)):
+                    self._check_value(relation, row, value)  # every backend holds the common values above
             checked.append(row)
         return checked
+
+    def _check_value(self, relation: str, row: Row, value: Any) -> None:
+        try:
+            hash(value)
+        except TypeError:
+            raise DeltaError(f"row {_short(row)} for '{relation}' holds an unhashable value") from None
+        if isinstance(value, float) and value != value:
+            raise DeltaError(f"row {_short(row)} for '{relation}' holds NaN, which no relation may hold")
+        problem = self._core.unsupported(value)
+        if problem:
+            raise DeltaError(f"row {_short(row)} for '{relation}': {problem}")
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -254,9 +257,19 @@ class _Deltas(Mapping):
     def __init__(self, program: Program, changes: Mapping[str, tuple[set, set]]):
         self._program = program
         self._changes = changes
-        self._names = [n for n in changes if not program.relations[n].is_base]
-        self._names += [alias for alias, source in program.aliases.items() if source in changes]
+        self._names_made: list[str] | None = None
         self._made: dict[str, RelationDelta] = {}
+
+    @property
+    def _names(self) -> list[str]:
+        """The derived relations that changed, aliases included; listed at the first read, so a
+        caller that ignores the deltas pays nothing for them."""
+        if self._names_made is None:
+            relations = self._program.relations
+            names = [n for n in self._changes if not relations[n].is_base]
+            names += [alias for alias, source in self._program.aliases.items() if source in self._changes]
+            self._names_made = names
+        return self._names_made
 
     def __getitem__(self, name: str) -> RelationDelta:
         if name not in self._made:

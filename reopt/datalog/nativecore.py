@@ -171,9 +171,16 @@ class _NativeChanges(Mapping):
     """The last run's net changes, held by the core and converted to Python rows when read."""
 
     def __init__(self, core, names: tuple[str, ...], changed: list[int]):
-        self._core, self._names = core, names
-        self._ids = {names[i]: i for i in changed}
+        self._core, self._names, self._changed = core, names, changed
         self._generation = core.generation()
+        self._ids_made: dict[str, int] | None = None
+
+    @property
+    def _ids(self) -> dict[str, int]:
+        """Relation name to id, made at the first read: a caller that ignores the deltas pays nothing."""
+        if self._ids_made is None:
+            self._ids_made = {self._names[i]: i for i in self._changed}
+        return self._ids_made
 
     def __getitem__(self, name: str) -> tuple[set, set]:
         if self._core.generation() != self._generation:
@@ -184,4 +191,4 @@ class _NativeChanges(Mapping):
         return iter(self._ids)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._changed)
