@@ -1,5 +1,6 @@
 """The procedural optimizers agree with the declarative one: same best cost, same plan key."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -67,3 +68,15 @@ def test_procedural_incremental_leaves_costs_that_only_grew_until_they_could_win
     assert (grown.cost, grown.key()) == (full.cost, full.key())
     optimizer.reoptimize(reopt.DeltaStats.table("supplier", rows=rows))  # falls: everything reached is costed
     assert 0 < costed_after_growth < optimizer.last_recosted
+
+
+@pytest.mark.parametrize("factor", [8, 1 / 8])
+def test_procedural_incremental_costs_each_alternative_at_most_once_per_reoptimization(factor):
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = IncrementalTopDownOptimizer.from_sql(TPCH["Q5"], catalog)
+    optimizer.optimize()
+    rows = catalog.table("supplier").rows  # supplier is in most of Q5's expressions
+    plan = optimizer.reoptimize(reopt.DeltaStats.table("supplier", rows=rows * factor))
+    assert 0 < optimizer.last_recosted <= optimizer.alternative_count
+    full = TopDownOptimizer(optimizer.query, optimizer.catalog).optimize()
+    assert (plan.cost, plan.key()) == (full.cost, full.key())

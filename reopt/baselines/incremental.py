@@ -2,9 +2,11 @@
 
 A top-down optimizer that keeps its whole memo across calls (every group reachable from the root and
 every alternative's cost) with a reverse index from each group to the alternatives that use it.
-Given a ``DeltaStats`` it revisits only the alternatives whose local cost reads a changed statistic
-or cost factor, then walks affected groups children-first (by expression size, then property
-strength) and propagates upward only where a group's best cost or choice changed (lazy propagation).
+Given a ``DeltaStats`` it marks only the alternatives whose local cost reads a changed statistic or
+cost factor, then walks affected groups children-first (by expression size, then property strength)
+and marks parents only where a group's best cost changed (lazy propagation). A marked alternative is
+costed when its group is reached, once, from its children's final best costs: a join whose statistics
+and inputs both changed is not costed once per cause.
 
 Costs that can only have grown are not computed again at once. The cost model never falls when its
 inputs grow (tests/test_cost_model_properties.py), so when every statistic, factor and input cost
@@ -45,10 +47,16 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         super().__init__(query, catalog, config)
         self._alternatives: dict[tuple[int, str], dict[tuple, float | None]] = {}
         self._best: dict[tuple[int, str], tuple[float, tuple] | None] = {}
-        self._users: dict[tuple[int, str], list[tuple[tuple[int, str], tuple]]] = {}
-        self._readers: dict[int, list[tuple[tuple[int, str], tuple]]] = {}
-        # alternatives whose remembered cost is a lower bound of their cost (see _revise)
-        self._stale: set[tuple[tuple[int, str], tuple]] = set()
+        # who to revise after a change: a group's parent alternatives, and the alternatives whose
+        # local cost reads an expression's statistics, each by the group they belong to
+        self._users: dict[tuple[int, str], dict[tuple[int, str], list[tuple]]] = {}
+        self._readers: dict[int, dict[tuple[int, str], list[tuple]]] = {}
+        # per group, the alternatives whose remembered cost is a lower bound of their cost (see _revise)
+        self._stale: dict[tuple[int, str], set[tuple]] = {}
+        # during reoptimize: groups with a change under some alternatives (alternative -> only grew),
+        # and the queue of those groups, children first
+        self._marked: dict[tuple[int, str], dict[tuple, bool]] = {}
+        self._heap: list = []
         self.last_recosted = 0
         self.last_groups_touched = 0
 
@@ -83,28 +91,24 @@ class IncrementalTopDownOptimizer(ProceduralBase):
 
         # Each alternative whose local cost reads a changed statistic or factor, and whether every
         # such change grew: then its remembered cost is a lower bound of its new one.
-        dirty: dict[tuple[tuple[int, str], tuple], bool] = {}
+        self._marked = {}
+        self._heap = []
         for mask, grew in changed.items():
-            for user in self._readers.get(mask, ()):
-                dirty[user] = dirty.get(user, True) and grew
+            for group, alts in self._readers.get(mask, {}).items():
+                self._mark(group, alts, grew)
         if changed_ops:
-            for g, alts in self._alternatives.items():
+            for group, alts in self._alternatives.items():
                 for alt in alts:
                     if alt[1] in changed_ops:
-                        dirty[(g, alt)] = dirty.get((g, alt), True) and changed_ops[alt[1]]
-        heap: list = []
-        queued: set = set()
+                        self._mark(group, [alt], changed_ops[alt[1]])
+        # Groups children-first: a group's marked alternatives are costed once, when it is reached,
+        # from its children's final best costs.
         self.last_recosted = 0
-        for (group, alt), grew in dirty.items():
-            self._revise(group, alt, grew)
-            if group not in queued:
-                queued.add(group)
-                heapq.heappush(heap, (_order(group), group))
         self.last_groups_touched = 0
-        while heap:
-            _, group = heapq.heappop(heap)
-            queued.discard(group)
+        while self._heap:
+            _, group = heapq.heappop(self._heap)
             self.last_groups_touched += 1
+            self._revise(group, self._marked.pop(group))
             choice = self._choose(group)
             old = self._best[group]
             if choice == old:
@@ -113,11 +117,8 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             if choice is not None and old is not None and choice[0] == old[0]:
                 continue  # same cost, other alternative: the parents' costs do not change
             grew = old is not None and (choice is None or choice[0] >= old[0])
-            for parent, alt in self._users.get(group, ()):
-                self._revise(parent, alt, grew)
-                if parent not in queued:
-                    queued.add(parent)
-                    heapq.heappush(heap, (_order(parent), parent))
+            for parent, alts in self._users.get(group, {}).items():
+                self._mark(parent, alts, grew)
         return self._plan()
 
     # -- internals -------------------------------------------------------------------------------
@@ -134,9 +135,9 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             for alt in alternatives:
                 kind, _op, left, _lp, right, _rp = alt
                 for mask in {expr, left, right} - {0} if kind == "join" else {expr, left} - {0}:
-                    self._readers.setdefault(mask, []).append((group, alt))
+                    self._readers.setdefault(mask, {}).setdefault(group, []).append(alt)
                 for child in self.children(alt):
-                    self._users.setdefault(child, []).append((group, alt))
+                    self._users.setdefault(child, {}).setdefault(group, []).append(alt)
                     stack.append(child)
 
     def _cost(self, group: tuple[int, str], alt: tuple) -> float | None:
@@ -151,31 +152,48 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             costs.append(best[0])
         return self.total(local, costs)
 
-    def _revise(self, group: tuple[int, str], alt: tuple, grew: bool) -> None:
-        """An alternative after a change under it. If every change under it grew, its cost cannot
-        have fallen (the cost model never falls when its inputs grow): its remembered cost stays,
-        as a lower bound, and ``_choose`` costs it again only if the bound could win. Otherwise it
-        is costed now."""
-        if grew:
-            self._stale.add((group, alt))
-        else:
-            self._stale.discard((group, alt))
-            self._alternatives[group][alt] = self._cost(group, alt)
-            self.last_recosted += 1
+    def _mark(self, group: tuple[int, str], alts: list[tuple], grew: bool) -> None:
+        """Note a change under some alternatives of a group (``grew``: it cannot have lowered their
+        costs); the group is queued to be revised."""
+        marked = self._marked.get(group)
+        if marked is None:
+            marked = self._marked[group] = {}
+            heapq.heappush(self._heap, (_order(group), group))
+        for alt in alts:
+            marked[alt] = marked.get(alt, True) and grew
+
+    def _revise(self, group: tuple[int, str], marked: dict[tuple, bool]) -> None:
+        """A group's alternatives after changes under them. Where every change grew, a cost cannot
+        have fallen (the cost model never falls when its inputs grow): the remembered cost stays,
+        as a lower bound, and ``_choose`` costs it again only if the bound could win. The others are
+        costed now."""
+        alternatives = self._alternatives[group]
+        stale = self._stale.setdefault(group, set())
+        for alt, grew in marked.items():
+            if grew:
+                stale.add(alt)
+            else:
+                stale.discard(alt)
+                alternatives[alt] = self._cost(group, alt)
+                self.last_recosted += 1
 
     def _choose(self, group: tuple[int, str]) -> tuple[float, tuple] | None:
         """The cheapest alternative (ties broken by its key), costing again any whose lower bound
         comes first, until the first is exact: every other costs at least its bound, so it wins."""
         alternatives = self._alternatives[group]
+        stale = self._stale.get(group, ())
         while True:
-            choice = None
+            best_cost, best_alt = None, None
             for alt, cost in alternatives.items():
-                if cost is not None and (choice is None or (cost, alt) < choice):
-                    choice = (cost, alt)
-            if choice is None or (group, choice[1]) not in self._stale:
-                return choice
-            self._stale.discard((group, choice[1]))
-            alternatives[choice[1]] = self._cost(group, choice[1])
+                if cost is not None and (best_cost is None or cost < best_cost
+                                         or (cost == best_cost and alt < best_alt)):
+                    best_cost, best_alt = cost, alt
+            if best_cost is None:
+                return None
+            if best_alt not in stale:
+                return best_cost, best_alt
+            stale.discard(best_alt)
+            alternatives[best_alt] = self._cost(group, best_alt)
             self.last_recosted += 1
 
     def _plan(self) -> Plan:
