@@ -175,7 +175,9 @@ class Optimizer:
         self.config = config or OptimizerConfig()
         self._check_catalog(catalog)
         self._catalog = catalog.copy()
-        self.space = PlanSpace(query, self.config.max_join_pairs)
+        # The engine holds every split it asked for (SearchSpace). Only the memo settings ask again,
+        # as pruning retracts and re-derives Want, and count parents over the whole space.
+        self.space = PlanSpace(query, self.config.max_join_pairs, memoize=self.config.remembers_costs)
         self.costs = CostModel(self.config.weights)
         functions = {
             "Fn_split": self.space.split,
