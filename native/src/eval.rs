@@ -48,7 +48,21 @@ type KeyIndex = FxHashMap<Box<[Value]>, Vec<Row>>;
 /// a run asks for the same call many times: the optimizer's cost of one join under each property
 /// its parent may want, and a retraction recomputing what an insertion computed in the same run.
 /// Cleared after every run, so it holds no more than one run's distinct calls.
-type CallMemo = FxHashMap<Box<[u64]>, Arc<[Vec<Value>]>>;
+type CallMemo = FxHashMap<Box<[u64]>, Arc<CallRows>>;
+
+/// A function call's result rows, their values laid end to end (one allocation per call, not per
+/// row: the optimizer's split returns tens of rows per call, and the memo holds them all run long).
+struct CallRows {
+    rows: usize,
+    width: usize,
+    values: Box<[Value]>,
+}
+
+impl CallRows {
+    fn row(&self, i: usize) -> &[Value] {
+        &self.values[i * self.width..(i + 1) * self.width]
+    }
+}
 
 fn call_key(function: usize, args: &[Value]) -> Box<[u64]> {
     let mut key = Vec::with_capacity(1 + 2 * args.len());
@@ -126,6 +140,7 @@ pub struct Engine {
     pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
     held: Vec<Option<Held>>,     // per stratum: .ordered group changes still held (kept across runs up to a goal)
     calls: CallMemo,
+    read_later: Vec<bool>, // per relation: whether a later stratum, a memo or a goal reads its changes
 }
 
 impl Engine {
@@ -139,6 +154,20 @@ impl Engine {
     ) -> Self {
         let n = rels.len();
         let held = strata.iter().map(|_| None).collect();
+        let mut read_later = vec![false; n];
+        for stratum in &strata {
+            for &rel in &stratum.inputs {
+                read_later[rel] = true;
+            }
+            for &(_, goal) in &stratum.goals {
+                read_later[goal] = true;
+            }
+        }
+        for info in &rels {
+            if let Some(source) = info.memo_of {
+                read_later[source] = true;
+            }
+        }
         let relations = rels.iter().map(|r| Relation::new(r.arity, &r.patterns)).collect();
         let aggregates = rels
             .iter()
@@ -165,6 +194,7 @@ impl Engine {
             fail_after: None,
             held,
             calls: FxHashMap::default(),
+            read_later,
         }
     }
 
@@ -214,7 +244,7 @@ impl Engine {
             set.clear();
         }
         let held_before = self.held.clone();
-        let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, &mut journal)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, keep_changes, &mut journal)));
         self.calls = FxHashMap::default();
         let failure = match outcome {
             Ok(Ok(changes)) => {
@@ -307,9 +337,10 @@ impl Engine {
         py: Python<'_>,
         pending: Pending,
         seeding: bool,
+        keep_changes: bool,
         journal: &mut Journal,
     ) -> Result<Changes, Failure> {
-        let mut changes = self.evaluate(py, pending, journal, seeding)?;
+        let mut changes = self.evaluate(py, pending, journal, seeding, keep_changes)?;
         let mut memo = self.memo_deltas(&changes)?;
         let mut passes = 1;
         while !memo.is_empty() {
@@ -323,7 +354,7 @@ impl Engine {
                     self.max_passes
                 )));
             }
-            let latest = self.evaluate(py, memo, journal, false)?;
+            let latest = self.evaluate(py, memo, journal, false, keep_changes)?;
             memo = self.memo_deltas(&latest)?;
             compose(&mut changes, latest);
         }
@@ -376,12 +407,16 @@ impl Engine {
         Ok(deltas)
     }
 
+    /// One pass over the strata. A derived relation's net change is kept if a later stratum, a memo
+    /// or a goal reads it, or if the caller asked for every change (`keep_changes`); the others are
+    /// not built at all (the optimizer's SearchSpace would be a set of every alternative).
     fn evaluate(
         &mut self,
         py: Python<'_>,
         pending: Pending,
         journal: &mut Journal,
         seeding: bool,
+        keep_changes: bool,
     ) -> Result<Changes, Failure> {
         let mut changes: Changes = FxHashMap::default();
         for (rel, rows) in pending {
@@ -425,7 +460,7 @@ impl Engine {
                 // the stratum's plans read only its inputs' changes (its own relations have none yet)
                 run.counting(self, py, &changes, seed, false, journal)?;
             }
-            changes.extend(run.net_changes(self));
+            changes.extend(run.net_changes(self, keep_changes));
         }
         Ok(changes)
     }
@@ -958,7 +993,7 @@ impl StratumRun {
         }
     }
 
-    fn net_changes(self, e: &mut Engine) -> Changes {
+    fn net_changes(self, e: &mut Engine, keep_all: bool) -> Changes {
         let mut changes: Changes = FxHashMap::default();
         for (rel, original) in self.original {
             let touched = match &e.aggregates[rel] {
@@ -967,13 +1002,16 @@ impl StratumRun {
             };
             e.stats_now[rel][TOUCHED] += touched as u64;
             let rows = &e.relations[rel].rows;
+            let keep = keep_all || e.read_later[rel];
             let mut change = Change::default();
             for (row, was) in original {
-                let now = rows.contains(&row);
-                if !was && now {
-                    change.plus.insert(row.clone());
-                } else if was && !now {
-                    change.minus.insert(row.clone());
+                if keep {
+                    let now = rows.contains(&row);
+                    if !was && now {
+                        change.plus.insert(row.clone());
+                    } else if was && !now {
+                        change.minus.insert(row.clone());
+                    }
                 }
                 e.touched[rel].push(row);
             }
@@ -1454,13 +1492,13 @@ impl Exec<'_, '_> {
                 let rows = match st.calls.get(&key) {
                     Some(rows) => rows.clone(),
                     None => {
-                        let rows: Arc<[Vec<Value>]> = self.call(*function, &args, st)?.into();
+                        let rows = Arc::new(self.call(*function, &args, st)?);
                         st.calls.insert(key, rows.clone());
                         rows
                     }
                 };
-                for row in rows.iter() {
-                    self.matched(pattern, row, i, sign, st)?;
+                for r in 0..rows.rows {
+                    self.matched(pattern, rows.row(r), i, sign, st)?;
                 }
             }
         }
@@ -1480,7 +1518,7 @@ impl Exec<'_, '_> {
         Ok(())
     }
 
-    fn call(&self, function: usize, args: &[Value], st: &mut ExecState) -> Result<Vec<Vec<Value>>, ExecError> {
+    fn call(&self, function: usize, args: &[Value], st: &mut ExecState) -> Result<CallRows, ExecError> {
         let f = &self.functions[function];
         let py = self.py;
         let items: Vec<Bound<'_, PyAny>> = args.iter().map(|&v| st.pystrings.object(py, v, st.strings)).collect();
@@ -1488,54 +1526,69 @@ impl Exec<'_, '_> {
         let result = f.callable.bind(py).call1(tuple).map_err(ExecError::Python)?;
         if f.outputs == 0 {
             if let Ok(b) = result.downcast::<PyBool>() {
-                return Ok(if b.is_true() { vec![Vec::new()] } else { Vec::new() });
+                return Ok(CallRows { rows: b.is_true() as usize, width: 0, values: Box::new([]) });
             }
         }
         if result.is_none() {
             return Err(self.bad_result(function, args, st, "returned None; return an iterable of rows".into()));
         }
-        let mut rows = Vec::new();
+        let mut rows = 0;
+        let mut values = Vec::new();
         if let Ok(list) = result.downcast::<PyList>() {
+            values.reserve(list.len() * f.outputs);
             for item in list.iter() {
-                rows.push(self.result_row(function, args, &item, st)?);
+                self.result_row(function, args, &item, &mut values, st)?;
+                rows += 1;
             }
         } else {
             for item in result.try_iter().map_err(ExecError::Python)? {
                 let item = item.map_err(ExecError::Python)?;
-                rows.push(self.result_row(function, args, &item, st)?);
+                self.result_row(function, args, &item, &mut values, st)?;
+                rows += 1;
             }
         }
-        Ok(rows)
+        Ok(CallRows { rows, width: f.outputs, values: values.into_boxed_slice() })
     }
 
+    /// Append one result row's values to `values`.
     fn result_row(
         &self,
         function: usize,
         args: &[Value],
         item: &Bound<'_, PyAny>,
+        values: &mut Vec<Value>,
         st: &mut ExecState,
-    ) -> Result<Vec<Value>, ExecError> {
+    ) -> Result<(), ExecError> {
         let outputs = self.functions[function].outputs;
-        let values: Vec<Bound<'_, PyAny>> = if let Ok(t) = item.downcast::<PyTuple>() {
-            t.iter().collect()
+        if let Ok(t) = item.downcast::<PyTuple>() {
+            if t.len() == outputs {
+                return self.push_values(function, args, t.iter(), values, st);
+            }
         } else if let Ok(l) = item.downcast::<PyList>() {
-            l.iter().collect()
-        } else {
-            Vec::new()
-        };
-        if values.len() != outputs || !(item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>()) {
-            let shown = item.repr().map(|r| r.to_string()).unwrap_or_default();
-            let message = format!("produced {shown}; each row must be a tuple of {outputs} values");
-            return Err(self.bad_result(function, args, st, message));
+            if l.len() == outputs {
+                return self.push_values(function, args, l.iter(), values, st);
+            }
         }
-        let mut row = Vec::with_capacity(outputs);
-        for v in &values {
-            match value_from_py(v, st.strings) {
-                Ok(value) => row.push(value),
+        let shown = item.repr().map(|r| r.to_string()).unwrap_or_default();
+        let message = format!("produced {shown}; each row must be a tuple of {outputs} values");
+        Err(self.bad_result(function, args, st, message))
+    }
+
+    fn push_values<'py>(
+        &self,
+        function: usize,
+        args: &[Value],
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        values: &mut Vec<Value>,
+        st: &mut ExecState,
+    ) -> Result<(), ExecError> {
+        for v in items {
+            match value_from_py(&v, st.strings) {
+                Ok(value) => values.push(value),
                 Err(what) => return Err(self.bad_result(function, args, st, format!("produced {what}"))),
             }
         }
-        Ok(row)
+        Ok(())
     }
 
     fn bad_result(&self, function: usize, args: &[Value], st: &ExecState, message: String) -> ExecError {
