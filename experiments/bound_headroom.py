@@ -1,0 +1,119 @@
+"""How much an exact per-entry bound could prune beyond the goal bound, on Join Order Benchmark queries.
+
+The evaluator's pruning releases a plan-table entry (an expression with a property) to its parents
+only while a bound allows; the alternatives over entries never released are never costed. This script
+asks, before anyone builds a finer bound: how many alternatives would each release rule still cost?
+
+Each query's whole space is optimized once (the procedural incremental optimizer keeps every entry's
+best cost and every alternative's cost). Each rule is applied to those final costs, and an
+alternative counts as costed when all its inputs are released:
+
+* ``none``: every entry (the unpruned optimizer);
+* ``goal``: best(e) <= best(root), the default (``.ordered BestCost up to Goal``, docs/pruning.md);
+* ``scans``: best(e) + h(e) <= best(root), with h(e) 0.999 times the scans of the relations outside
+  e, which every completion of e into a whole plan pays (an admissible, consistent heuristic: A*);
+* ``oracle``: best(e) + outside(e) <= best(root), outside(e) the least cost of completing e into a
+  whole plan. These are the entries of the optimal plans; no bound known before the answer prunes
+  more. It is the floor for any exact per-entry bound, at initial optimization and after a change.
+
+Next to them, ``top-down``: the alternatives the Volcano-style baseline's branch-and-bound computes
+a local cost for (every alternative of every entry it visits), its budgets taken from plans found
+earlier in its depth-first search.
+
+A diagnostic, not a benchmark: it counts, it does not time.
+
+    .venv/bin/python experiments/bound_headroom.py [--only 1a,8c,13a,17a,22a,26a,33a]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import reopt
+from reopt.baselines import IncrementalTopDownOptimizer, TopDownOptimizer
+from reopt.optimizer.plan_space import ANY
+
+JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
+RULES = ("none", "goal", "scans", "oracle")
+TOLERANCE = 1e-9  # relative: costs summed in another order may differ in the last bits
+
+
+def _rank(group: tuple[int, str]) -> tuple:
+    """Greater for a parent: it joins more relations, or enforces a stronger property on the same
+    expression (sorted over hash over any)."""
+    expr, prop = group
+    return expr.bit_count(), expr, 0 if prop == ANY else 1 if prop.startswith("hash[") else 2
+
+
+def outside_costs(optimizer: IncrementalTopDownOptimizer, best: dict, root: tuple) -> dict:
+    """The least cost of completing each entry into a plan of the root, parents before children."""
+    outside = {root: 0.0}
+    for group in sorted(best, key=_rank, reverse=True):
+        if group not in outside:
+            continue
+        for alt, cost in optimizer._alternatives[group].items():
+            if cost is None:
+                continue
+            for child in optimizer.children(alt):
+                through = outside[group] + cost - best[child]
+                if through < outside.get(child, float("inf")):
+                    outside[child] = through
+    return outside
+
+
+def released(optimizer: IncrementalTopDownOptimizer, rule: str) -> set:
+    best = {g: b[0] for g, b in optimizer._best.items() if b is not None}
+    root = (optimizer.query.full, ANY)
+    limit = best[root] * (1 + TOLERANCE)
+    if rule == "none":
+        return set(best)
+    if rule == "goal":
+        return {g for g, c in best.items() if c <= limit}
+    if rule == "scans":
+        scans = {g[0]: c for g, c in best.items() if g[1] == ANY and g[0].bit_count() == 1}
+        return {g for g, c in best.items()
+                if c + 0.999 * sum(s for leaf, s in scans.items() if not leaf & g[0]) <= limit}
+    outside = outside_costs(optimizer, best, root)
+    return {g for g, c in best.items() if g in outside and c + outside[g] <= limit}
+
+
+def costed(optimizer: IncrementalTopDownOptimizer, inputs: set) -> int:
+    return sum(1 for alts in optimizer._alternatives.values() for alt in alts
+               if all(child in inputs for child in optimizer.children(alt)))
+
+
+def top_down_costed(sql: str, catalog: reopt.Catalog) -> int:
+    optimizer = TopDownOptimizer.from_sql(sql, catalog)
+    optimizer.optimize()
+    visited = set(optimizer._best) | set(optimizer._no_plan_within)
+    return sum(len(optimizer.space.split(*group)) for group in visited)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="1a,8c,13a,17a,22a,26a,33a", help="comma-separated JOB queries")
+    args = parser.parse_args()
+    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
+    columns = [*RULES[1:], "top-down"]
+    print(f"{'query':<7}{'relations':>10}{'alternatives':>14}" + "".join(f"{c:>16}" for c in columns))
+    shares: dict[str, list[float]] = {c: [] for c in columns}
+    for name in args.only.split(","):
+        sql = (JOB / "queries" / f"{name}.sql").read_text()
+        optimizer = IncrementalTopDownOptimizer.from_sql(sql, catalog)
+        optimizer.optimize()
+        total = costed(optimizer, released(optimizer, "none"))
+        row = f"{name:<7}{len(optimizer.query.relations):>10}{total:>14,}"
+        counts = {rule: costed(optimizer, released(optimizer, rule)) for rule in RULES[1:]}
+        counts["top-down"] = top_down_costed(sql, catalog)
+        for column, n in counts.items():
+            shares[column].append(n / total)
+            row += f"{n:>9,} {n / total:>5.0%}"
+        print(row, flush=True)
+    print("median share of the alternatives costed: "
+          + ", ".join(f"{rule} {statistics.median(s):.0%}" for rule, s in shares.items()))
+
+
+if __name__ == "__main__":
+    main()
