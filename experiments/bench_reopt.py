@@ -164,8 +164,8 @@ def main() -> None:
     reopt_records = reoptimization(args.repeat, args.backend)
     print("\nQ5 re-optimization: speedup over a full top-down re-optimization (median over the 6 factors)")
     print("(procedural own: the procedural incremental optimizer against itself run from scratch;")
-    print(" proc. costed: its costings over its alternatives, for factors above 1 / below 1;")
-    print(" an alternative may be costed twice)")
+    print(" proc. costed: its costings over its alternatives, for factors above 1 / below 1,")
+    print(" each alternative at most once)")
     print(f"{'change':<16}{'declarative':>12}{'procedural':>12}{'proc. own':>11}{'entries touched':>17}"
           f"{'alts touched':>14}{'proc. costed':>15}")
     for change in dict.fromkeys(r["change"] for r in reopt_records):
