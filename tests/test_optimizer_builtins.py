@@ -50,6 +50,15 @@ def test_hash_joins_come_in_both_orders_and_sort_merge_in_one():
         ("join", "sort_merge_join", a, "sorted[a.x]", b, "sorted[a.x]")]
 
 
+def test_a_split_is_the_same_with_or_without_the_memo_and_on_every_call():
+    # the engine re-derives a retracted split by calling again, so the rows must be identical
+    query, _ = chain3()
+    memoized, unmemoized = PlanSpace(query), PlanSpace(query, memoize=False)
+    groups = [(query.full, "any"), (query.bit("a") | query.bit("b"), "hash[a.x]"), (query.bit("c"), "sorted[c.y]")]
+    for group in groups:
+        assert unmemoized.split(*group) == unmemoized.split(*group) == memoized.split(*group)
+
+
 def test_a_broadcast_join_passes_the_required_property_to_its_streamed_side():
     query, _ = chain3()
     space = PlanSpace(query)
