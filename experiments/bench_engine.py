@@ -5,6 +5,8 @@ from-scratch evaluation of reopt/rules/examples/shortest_paths.dl (new engine, a
 and the same sequence of single-edge updates of four kinds (weight up, weight down, insert, delete),
 and prints medians, the ratio scratch / update, and native's speedup over python. Each backend's
 final incremental state is checked against networkx Dijkstra, so the figures are for correct results.
+The backends take turns (each from-scratch round, and each block of 40 updates, timed on one backend
+after the other), so that the ratios between them hold on a shared machine whose load drifts.
 
     .venv/bin/python experiments/bench_engine.py [--edges 10000] [--updates 40] [--backends native,python] [--json out.json]
 """
@@ -21,7 +23,9 @@ from pathlib import Path
 import networkx as nx
 
 from reopt.datalog import Engine, Program
+from timing import interleaved_samples
 
+BLOCK = 10  # updates of each kind timed on one backend before the next takes its turn
 RULES = Path(__file__).resolve().parent.parent / "reopt" / "rules" / "examples" / "shortest_paths.dl"
 
 
@@ -44,52 +48,70 @@ def from_scratch(program: Program, edges: dict, backend: str) -> tuple[Engine, f
     return engine, time.perf_counter() - start
 
 
-def one_update(engine: Engine, edges: dict, kind: str, rng: random.Random, nodes: int) -> float:
+def next_update(edges: dict, kind: str, rng: random.Random, nodes: int) -> tuple:
+    """A random update of this kind, as (kind, edge, old weight, new weight); ``edges`` is not changed."""
     if kind == "insert":
         while True:
             x, y = rng.randrange(nodes), rng.randrange(nodes)
             if x != y and (x, y) not in edges:
-                break
-        edges[(x, y)] = rng.randint(1, 100)
-        start = time.perf_counter()
-        engine.insert("edge", [(x, y, edges[(x, y)])])
+                return kind, (x, y), None, rng.randint(1, 100)
+    (x, y), w = rng.choice(list(edges.items()))
+    if kind == "delete":
+        return kind, (x, y), w, None
+    return kind, (x, y), w, w + rng.randint(1, 50) if kind == "weight up" else max(1, w - rng.randint(1, 50))
+
+
+def apply_update(engine: Engine, update: tuple) -> float:
+    """Queue the update and run the engine; the seconds both took."""
+    kind, (x, y), old, new = update
+    start = time.perf_counter()
+    if kind == "insert":
+        engine.insert("edge", [(x, y, new)])
+    elif kind == "delete":
+        engine.delete("edge", [(x, y, old)])
     else:
-        (x, y), w = rng.choice(list(edges.items()))
-        start = time.perf_counter()
-        if kind == "delete":
-            engine.delete("edge", [(x, y, w)])
-            del edges[(x, y)]
-        else:
-            new = w + rng.randint(1, 50) if kind == "weight up" else max(1, w - rng.randint(1, 50))
-            engine.update("edge", old=(x, y, w), new=(x, y, new))
-            edges[(x, y)] = new
+        engine.update("edge", old=(x, y, old), new=(x, y, new))
     engine.run()
     return time.perf_counter() - start
 
 
-def measure(program: Program, edges: dict, backend: str, args) -> dict:
-    """From-scratch and update medians for one backend; the update sequence depends only on the seed."""
+def measure(program: Program, edges: dict, backends: list[str], args) -> list[dict]:
+    """From-scratch and update times per backend, the backends taking turns so that a shared
+    machine's drifting load reaches all of them alike. The update sequence depends only on the seed."""
     edges = dict(edges)
     rng = random.Random(args.seed + 1)
     nodes = max(2, args.edges // 5)
-    from_scratch(program, edges, backend)  # warm-up
-    scratch = [from_scratch(program, edges, backend)[1] for _ in range(args.scratch_runs)]
-    engine, _ = from_scratch(program, edges, backend)
+    scratch = interleaved_samples({b: lambda b=b: from_scratch(program, edges, b) for b in backends},
+                                  args.scratch_runs)
+    engines = {b: from_scratch(program, edges, b)[0] for b in backends}
     kinds = ["weight up", "weight down", "insert", "delete"]
-    times: dict[str, list[float]] = {k: [] for k in kinds}
-    for _ in range(args.updates):
-        for kind in kinds:
-            times[kind].append(one_update(engine, edges, kind, rng, nodes))
+    times = {b: {k: [] for k in kinds} for b in backends}
+    # Updates in blocks of ten of each kind, each block timed on every backend in turn: a block is
+    # long enough for a backend to run with its own data in cache, short enough to share the load.
+    for start in range(0, args.updates, BLOCK):
+        block = []
+        for _ in range(min(BLOCK, args.updates - start)):
+            for kind in kinds:
+                update = next_update(edges, kind, rng, nodes)
+                block.append(update)
+                _, edge, _, new = update
+                if new is None:
+                    del edges[edge]
+                else:
+                    edges[edge] = new
+        for b in backends:
+            for update in block:
+                times[b][update[0]].append(apply_update(engines[b], update))
     graph = nx.DiGraph()
     graph.add_weighted_edges_from((x, y, w) for (x, y), w in edges.items())
     expected = set(nx.single_source_dijkstra_path_length(graph, 0).items())
-    return {
-        "backend": backend,
-        "correct": engine.rows("dist") == expected,
-        "scratch": scratch,
-        "updates": times,
-        "any": [t for ts in times.values() for t in ts],
-    }
+    return [{
+        "backend": b,
+        "correct": engines[b].rows("dist") == expected,
+        "scratch": scratch[b],
+        "updates": times[b],
+        "any": [t for ts in times[b].values() for t in ts],
+    } for b in backends]
 
 
 def p90(samples: list[float]) -> float:
@@ -108,7 +130,7 @@ def main() -> None:
 
     edges = random_graph(args.edges, random.Random(args.seed))
     program = Program.load(RULES)
-    results = [measure(program, edges, b, args) for b in args.backends.split(",")]
+    results = measure(program, edges, args.backends.split(","), args)
     print(f"shortest paths, {len(edges)} edges, {max(2, args.edges // 5)} nodes; "
           + "; ".join(f"{r['backend']} final state equals networkx: {r['correct']}" for r in results))
     print(f"{'backend':<9}{'operation':<14}{'runs':>6}{'median ms':>12}{'p90 ms':>10}{'scratch/median':>16}")

@@ -2,12 +2,14 @@
 
 For TPC-H Q5, Q10 and the paper's Q8Join, and for each evaluation backend (native and python side
 by side): the median of several from-scratch optimizations with no pruning, with the goal bound (the
-default) and with the paper's memo-based pruning (all), the top-down optimizer's median as the yardstick, then re-optimizations after a join
+default) and with the paper's memo-based pruning (all), the top-down optimizer's median as the
+yardstick (all of a query's from-scratch optimizations timed in turns, one of each per round, so
+that the ratios between them survive a shared machine's changing load), then re-optimizations after a join
 selectivity changes by 1/8, 1/4, 1/2, 2, 4 and 8 times at every join predicate (the paper's changes),
 each one reverted before the next. Every re-optimized plan is checked against a full optimization
 with the same statistics, so the times are for correct results.
 
-    .venv/bin/python experiments/bench_optimizer.py [--runs 5] [--backends native,python] [--json out.json]
+    .venv/bin/python experiments/bench_optimizer.py [--runs 7] [--backends native,python] [--json out.json]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import reopt
 from changes import FACTORS, selectivity_change
 from reopt.baselines import TopDownOptimizer
 from reopt.optimizer.workloads import TPCH
-from timing import median_time, timed
+from timing import interleaved_samples, timed
 
 QUERIES = ("Q5", "Q10", "Q8Join")
 SETTINGS = ("none", "goal", "all")
@@ -42,25 +44,34 @@ def reoptimization_times(sql: str, config: reopt.OptimizerConfig) -> list[float]
     return times
 
 
-def bench(name: str, backend: str, runs: int) -> dict:
+def bench(name: str, backends: list[str], runs: int) -> list[dict]:
+    """One record per backend. The from-scratch optimizations of every backend and setting and the
+    top-down one are timed in turns, so that the ratios between them are fair on a loaded machine."""
     sql, catalog = TPCH[name], reopt.Catalog.tpch(1)
-    record = {"query": name, "backend": backend}
-    for setting in SETTINGS:
-        config = reopt.OptimizerConfig.setting(setting, backend=backend)
-        record[f"optimize_{setting}_s"] = median_time(lambda: reopt.Optimizer.from_sql(sql, catalog, config).optimize(),
-                                                      runs)
-        record[f"reoptimize_{setting}_s"] = statistics.median(reoptimization_times(sql, config))
-    record["topdown_s"] = median_time(lambda: TopDownOptimizer.from_sql(sql, catalog).optimize(), runs)
-    return record
+    configs = {(backend, setting): reopt.OptimizerConfig.setting(setting, backend=backend)
+               for backend in backends for setting in SETTINGS}
+    variants = {f"{backend} {setting}": (lambda c=config: reopt.Optimizer.from_sql(sql, catalog, c).optimize())
+                for (backend, setting), config in configs.items()}
+    variants["top-down"] = lambda: TopDownOptimizer.from_sql(sql, catalog).optimize()
+    medians = {k: statistics.median(v) for k, v in interleaved_samples(variants, runs).items()}
+    records = []
+    for backend in backends:
+        record = {"query": name, "backend": backend, "topdown_s": medians["top-down"]}
+        for setting in SETTINGS:
+            record[f"optimize_{setting}_s"] = medians[f"{backend} {setting}"]
+            record[f"reoptimize_{setting}_s"] = statistics.median(
+                reoptimization_times(sql, configs[(backend, setting)]))
+        records.append(record)
+    return records
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7, help="rounds of from-scratch optimizations, timed in turns")
     parser.add_argument("--backends", default="native,python", help="comma-separated evaluation backends")
     parser.add_argument("--json", help="write the records to this file")
     args = parser.parse_args()
-    records = [bench(name, backend, args.runs) for name in QUERIES for backend in args.backends.split(",")]
+    records = [record for name in QUERIES for record in bench(name, args.backends.split(","), args.runs)]
     print(f"{'query':<8}{'backend':<9}" + "".join(f"{'optimize ' + x + ' ms':>20}" for x in SETTINGS)
           + "".join(f"{'reopt ' + x + ' ms':>17}" for x in SETTINGS) + f"{'top-down ms':>13}")
     for r in records:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 T = TypeVar("T")
 
@@ -20,3 +20,16 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
     """The median seconds of ``repeat`` calls of ``fn`` after one warm-up call."""
     fn()
     return statistics.median(timed(fn)[1] for _ in range(repeat))
+
+
+def interleaved_samples(fns: Mapping[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """The seconds of ``repeat`` calls of each function, timed in turns: one call of each per round,
+    after one warm-up call of each. A shared machine's load drifts over seconds; timed in turns,
+    every function meets the same drift, so the ratios between them hold even when the times do not."""
+    for fn in fns.values():
+        fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            samples[name].append(timed(fn)[1])
+    return samples
