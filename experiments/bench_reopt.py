@@ -29,7 +29,7 @@ from pathlib import Path
 
 import reopt
 from reopt.datalog.engine import BACKENDS, default_backend
-from timing import median_time, timed
+from timing import interleaved_samples, median_time, timed
 from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
 from changes import FACTORS, selectivity_change
 from reopt.optimizer.estimate import Estimator
@@ -58,12 +58,13 @@ def initial_optimization(repeat: int, backend: str) -> list[dict]:
     evita = reopt.OptimizerConfig.setting("aggsel", backend=backend)
     declarative = reopt.OptimizerConfig(backend=backend)
     for name, query, cat in cases:
-        times = {
-            "declarative": median_time(lambda: reopt.Optimizer(query, cat, declarative).optimize(), repeat),
-            "evita": median_time(lambda: reopt.Optimizer(query, cat, evita).optimize(), repeat),
-            "topdown": median_time(lambda: TopDownOptimizer(query, cat).optimize(), repeat),
-            "bottomup": median_time(lambda: BottomUpOptimizer(query, cat).optimize(), repeat),
-        }
+        samples = interleaved_samples({  # in turns, so that the ratios to top-down hold on a loaded machine
+            "declarative": lambda: reopt.Optimizer(query, cat, declarative).optimize(),
+            "evita": lambda: reopt.Optimizer(query, cat, evita).optimize(),
+            "topdown": lambda: TopDownOptimizer(query, cat).optimize(),
+            "bottomup": lambda: BottomUpOptimizer(query, cat).optimize(),
+        }, repeat)
+        times = {optimizer: statistics.median(seconds) for optimizer, seconds in samples.items()}
         for optimizer, seconds in times.items():
             records.append({"section": "initial", "query": name, "optimizer": optimizer, "seconds": seconds,
                             "ratio_vs_topdown": seconds / times["topdown"]})
