@@ -33,6 +33,7 @@ from pathlib import Path
 
 import reopt
 from reopt.baselines import IncrementalTopDownOptimizer, TopDownOptimizer
+from reopt.baselines.common import group_order
 from reopt.optimizer.plan_space import ANY
 
 JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
@@ -40,20 +41,13 @@ RULES = ("none", "goal", "scans", "oracle")
 TOLERANCE = 1e-9  # relative: costs summed in another order may differ in the last bits
 
 
-def _rank(group: tuple[int, str]) -> tuple:
-    """Greater for a parent: it joins more relations, or enforces a stronger property on the same
-    expression (sorted over hash over any)."""
-    expr, prop = group
-    return expr.bit_count(), expr, 0 if prop == ANY else 1 if prop.startswith("hash[") else 2
-
-
 def outside_costs(optimizer: IncrementalTopDownOptimizer, best: dict, root: tuple) -> dict:
     """The least cost of completing each entry into a plan of the root, parents before children."""
     outside = {root: 0.0}
-    for group in sorted(best, key=_rank, reverse=True):
+    for group in sorted(best, key=group_order, reverse=True):
         if group not in outside:
             continue
-        for alt, cost in optimizer._alternatives[group].items():
+        for alt, cost in optimizer.memo[group].items():
             if cost is None:
                 continue
             for child in optimizer.children(alt):
@@ -64,7 +58,7 @@ def outside_costs(optimizer: IncrementalTopDownOptimizer, best: dict, root: tupl
 
 
 def released(optimizer: IncrementalTopDownOptimizer, rule: str) -> set:
-    best = {g: b[0] for g, b in optimizer._best.items() if b is not None}
+    best = optimizer.best_costs
     root = (optimizer.query.full, ANY)
     limit = best[root] * (1 + TOLERANCE)
     if rule == "none":
@@ -80,15 +74,14 @@ def released(optimizer: IncrementalTopDownOptimizer, rule: str) -> set:
 
 
 def costed(optimizer: IncrementalTopDownOptimizer, inputs: set) -> int:
-    return sum(1 for alts in optimizer._alternatives.values() for alt in alts
+    return sum(1 for alts in optimizer.memo.values() for alt in alts
                if all(child in inputs for child in optimizer.children(alt)))
 
 
 def top_down_costed(sql: str, catalog: reopt.Catalog) -> int:
     optimizer = TopDownOptimizer.from_sql(sql, catalog)
     optimizer.optimize()
-    visited = set(optimizer._best) | set(optimizer._no_plan_within)
-    return sum(len(optimizer.space.split(*group)) for group in visited)
+    return sum(len(optimizer.space.split(*group)) for group in optimizer.visited_groups)
 
 
 def main() -> None:

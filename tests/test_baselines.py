@@ -80,3 +80,23 @@ def test_procedural_incremental_costs_each_alternative_at_most_once_per_reoptimi
     assert 0 < optimizer.last_recosted <= optimizer.alternative_count
     full = TopDownOptimizer(optimizer.query, optimizer.catalog).optimize()
     assert (plan.cost, plan.key()) == (full.cost, full.key())
+
+
+def test_the_incremental_memo_holds_every_alternative_and_the_best_cost_of_every_group():
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = IncrementalTopDownOptimizer.from_sql(TPCH["Q5"], catalog)
+    plan = optimizer.optimize()
+    assert sum(len(alts) for alts in optimizer.memo.values()) == optimizer.alternative_count
+    assert optimizer.best_costs[(optimizer.query.full, "any")] == plan.cost
+    for group, cost in optimizer.best_costs.items():
+        assert cost == min(c for c in optimizer.memo[group].values() if c is not None)
+
+
+def test_top_down_branch_and_bound_visits_only_part_of_the_space():
+    catalog = reopt.Catalog.tpch(1)
+    full = IncrementalTopDownOptimizer.from_sql(TPCH["Q8Join"], catalog)
+    full.optimize()
+    top_down = TopDownOptimizer(full.query, catalog)
+    top_down.optimize()
+    assert (full.query.full, "any") in top_down.visited_groups
+    assert top_down.visited_groups < set(full.memo)

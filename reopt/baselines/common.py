@@ -21,6 +21,15 @@ from ..optimizer.sql import parse_sql
 Alternative = tuple  # (kind, op, left, left_prop, right, right_prop)
 
 
+def group_order(group: tuple[int, str]) -> tuple:
+    """A sort key that puts every group after the groups its alternatives take as inputs: a join's
+    inputs have fewer relations, and an enforcer's input is the same expression with a weaker
+    property (sorted over hash over any)."""
+    expr, prop = group
+    strength = 0 if prop == ANY else 1 if prop.startswith("hash[") else 2
+    return (expr.bit_count(), expr, strength, prop)
+
+
 class ProceduralBase:
     """Statistics, costs and plan building for an optimizer written as ordinary Python."""
 

@@ -19,6 +19,8 @@ every group's best equals a full optimization's. Anything that fell is costed at
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
@@ -28,18 +30,12 @@ from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY, OPERATORS
 from ..optimizer.query import Query
-from .common import ProceduralBase
+from .common import ProceduralBase, group_order
 
 
 def _grew(old: ExprStats, new: ExprStats) -> bool:
     """Whether no statistic the cost model reads fell."""
     return new.rows >= old.rows and new.width >= old.width and new.scanned >= old.scanned
-
-
-def _order(group: tuple[int, str]) -> tuple:
-    expr, prop = group
-    strength = 0 if prop == ANY else 1 if prop.startswith("hash[") else 2
-    return (bin(expr).count("1"), expr, strength, prop)
 
 
 class IncrementalTopDownOptimizer(ProceduralBase):
@@ -61,6 +57,18 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self.last_groups_touched = 0
 
     @property
+    def memo(self) -> Mapping[tuple[int, str], Mapping[tuple, float | None]]:
+        """Every group reachable from the root, with each alternative's remembered cost (None where
+        infeasible), read-only. Exact after ``optimize()``; after a change, a cost that could only
+        have grown may be a lower bound until the group needs it."""
+        return MappingProxyType(self._alternatives)
+
+    @property
+    def best_costs(self) -> dict[tuple[int, str], float]:
+        """Each group's best cost; groups with no feasible plan are left out."""
+        return {group: best[0] for group, best in self._best.items() if best is not None}
+
+    @property
     def alternative_count(self) -> int:
         """Alternatives held in the memo (every alternative of every group reachable from the root)."""
         return sum(len(alts) for alts in self._alternatives.values())
@@ -68,7 +76,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
     def optimize(self) -> Plan:
         if not self._alternatives:
             self._explore((self.query.full, ANY))
-            for group in sorted(self._alternatives, key=_order):
+            for group in sorted(self._alternatives, key=group_order):
                 for alt in self._alternatives[group]:
                     self._alternatives[group][alt] = self._cost(group, alt)
                 self._best[group] = self._choose(group)
@@ -158,7 +166,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         marked = self._marked.get(group)
         if marked is None:
             marked = self._marked[group] = {}
-            heapq.heappush(self._heap, (_order(group), group))
+            heapq.heappush(self._heap, (group_order(group), group))
         for alt in alts:
             marked[alt] = marked.get(alt, True) and grew
 

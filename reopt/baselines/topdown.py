@@ -25,6 +25,12 @@ class TopDownOptimizer(ProceduralBase):
             raise OptimizerError(f"no feasible plan for {self.query.label(self.query.full)}")
         return self.build_plan(self._best)
 
+    @property
+    def visited_groups(self) -> set[tuple[int, str]]:
+        """The groups the last ``optimize()`` searched (each had every alternative's local cost
+        computed); branch-and-bound never reached the others."""
+        return set(self._best) | set(self._no_plan_within)
+
     def _optimize(self, expr: int, prop: str, limit: float) -> float | None:
         """The group's optimal cost if it is at most ``limit``; None if every plan costs more."""
         key = (expr, prop)
