@@ -67,7 +67,7 @@ class PlanSpace:
         """``max_pairs`` refuses (``QueryTooLargeError``) a query with more connected splits than
         that, after enumerating at most that many. ``memoize=False`` keeps no split: a caller that
         stores the alternatives itself, as the declarative optimizer's engine does, need not hold
-        them twice (on JOB 26a, 158,477 tuples and about 24 MB)."""
+        them twice (158,477 tuples on JOB 26a)."""
         self.query = query
         query.connected_pairs(max_pairs)
         self._memo: dict[tuple[int, str], list[tuple]] | None = {} if memoize else None
