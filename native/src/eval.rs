@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
+use std::collections::hash_map::Entry as HashEntry;
 use std::collections::BinaryHeap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use crate::convert::{repr_row, value_from_py, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
@@ -64,8 +66,11 @@ impl CallRows {
     }
 }
 
-fn call_key(function: usize, args: &[Value]) -> Box<[u64]> {
-    let mut key = Vec::with_capacity(1 + 2 * args.len());
+/// A call's memo key, built on the stack: a hit (most calls) allocates nothing.
+type CallKey = SmallVec<[u64; 24]>;
+
+fn call_key(function: usize, args: &[Value]) -> CallKey {
+    let mut key = CallKey::new();
     key.push(function as u64);
     for value in args {
         let (tag, bits) = match *value {
@@ -77,7 +82,7 @@ fn call_key(function: usize, args: &[Value]) -> Box<[u64]> {
         key.push(tag);
         key.push(bits);
     }
-    key.into_boxed_slice()
+    key
 }
 
 /// Derivation-count changes of one head relation in one round.
@@ -463,6 +468,33 @@ impl Engine {
             changes.extend(run.net_changes(self, keep_changes));
         }
         Ok(changes)
+    }
+
+    /// Add `delta` (non-zero) to a row's derivation count with one hash lookup; the count before,
+    /// or `None`, with nothing changed, if the count would go negative.
+    fn add_count(&mut self, rel: usize, row: &Row, delta: i64, journal: &mut Journal) -> Option<i64> {
+        let old = match self.counts[rel].entry(row.clone()) {
+            HashEntry::Occupied(mut entry) => {
+                let old = *entry.get();
+                match old + delta {
+                    n if n < 0 => return None,
+                    0 => {
+                        entry.remove();
+                    }
+                    n => *entry.get_mut() = n,
+                }
+                old
+            }
+            HashEntry::Vacant(entry) => {
+                if delta < 0 {
+                    return None;
+                }
+                entry.insert(delta);
+                0
+            }
+        };
+        journal.push(Undo::Count(rel, row.clone(), old));
+        Some(old)
     }
 
     fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Journal) {
@@ -852,15 +884,14 @@ impl StratumRun {
                     if delta == 0 {
                         continue;
                     }
-                    let count = e.count(rel, &row) + delta;
-                    if count < 0 {
+                    let Some(old) = e.add_count(rel, &row, delta, journal) else {
                         return Err(Failure::Evaluation(format!(
                             "internal inconsistency: negative derivation count for {}{}",
                             e.rels[rel].name,
                             repr_row(&row, &e.strings)
                         )));
-                    }
-                    e.set_count(rel, row.clone(), count, journal);
+                    };
+                    let count = old + delta;
                     let visible = e.relations[rel].rows.contains(&row);
                     if count != 0 && !visible {
                         change.plus.insert(row);
@@ -1373,12 +1404,19 @@ impl Exec<'_, '_> {
         Ok(v)
     }
 
-    fn values(&self, exprs: &[Expr], st: &mut ExecState) -> Result<Key, ValueError> {
-        let mut out = Key::new();
+    /// The values of `exprs`, written into `out` in place: a key returned by value is a
+    /// 160-byte copy per lookup, and variables (nearly every key) need no evaluation.
+    fn values(&self, exprs: &[Expr], st: &mut ExecState, out: &mut Key) -> Result<(), ValueError> {
+        out.clear();
         for e in exprs {
-            out.push(self.top(e, st)?);
+            let value = match e {
+                Expr::Var(slot) => st.regs[*slot],
+                Expr::Const(v) => *v,
+                _ => self.top(e, st)?,
+            };
+            out.push(value);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn bind(&self, pattern: &[Pat], row: &[Value], st: &mut ExecState) -> Result<bool, ExecError> {
@@ -1441,13 +1479,16 @@ impl Exec<'_, '_> {
                 self.step(i + 1, sign, st)?;
             }
             Step::Has { view, args, negated } => {
-                let row = self.values(args, st)?;
+                let mut row = Key::new();
+                self.values(args, st, &mut row)?;
                 if self.views[*view].has(&row) != *negated {
                     self.step(i + 1, sign, st)?;
                 }
             }
             Step::Lookup { view, index, key, pattern } => {
-                let key = self.values(key, st)?;
+                let mut values = Key::new();
+                self.values(key, st, &mut values)?;
+                let key = values;
                 let v = &self.views[*view];
                 if let Some(bucket) = v.rel.get(*index, &key) {
                     let mut failed = None;
@@ -1487,13 +1528,14 @@ impl Exec<'_, '_> {
                 }
             }
             Step::Call { function, inputs, pattern } => {
-                let args = self.values(inputs, st)?;
+                let mut args = Key::new();
+                self.values(inputs, st, &mut args)?;
                 let key = call_key(*function, &args);
-                let rows = match st.calls.get(&key) {
+                let rows = match st.calls.get(&key[..]) {
                     Some(rows) => rows.clone(),
                     None => {
                         let rows = Arc::new(self.call(*function, &args, st)?);
-                        st.calls.insert(key, rows.clone());
+                        st.calls.insert(key.into_vec().into_boxed_slice(), rows.clone());
                         rows
                     }
                 };
@@ -1506,7 +1548,9 @@ impl Exec<'_, '_> {
     }
 
     fn emit(&self, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
-        let group: Row = Row::from(&self.values(&self.plan.group, st)?[..]);
+        let mut values = Key::new();
+        self.values(&self.plan.group, st, &mut values)?;
+        let group: Row = Row::from(&values[..]);
         match &self.plan.aggregate {
             None => *st.out.plain.entry(group).or_insert(0) += sign,
             Some(expr) => {
