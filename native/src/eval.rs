@@ -25,6 +25,8 @@ pub const UPDATED: usize = 2;
 pub const FIRED: usize = 3;
 pub const TOUCHED: usize = 4;
 pub type Counters = [u64; 5];
+/// The most undo steps whose room is kept from one run to the next (about 3 MB).
+const JOURNAL_KEPT: usize = 1 << 16;
 
 /// Rows that became visible (plus) or invisible (minus) in one step.
 #[derive(Default, Clone)]
@@ -146,6 +148,7 @@ pub struct Engine {
     held: Vec<Option<Held>>,     // per stratum: .ordered group changes still held (kept across runs up to a goal)
     calls: CallMemo,
     read_later: Vec<bool>, // per relation: whether a later stratum, a memo or a goal reads its changes
+    journal_buffer: Vec<Undo>, // the last run's journal, emptied, kept for its capacity
 }
 
 impl Engine {
@@ -200,6 +203,7 @@ impl Engine {
             held,
             calls: FxHashMap::default(),
             read_later,
+            journal_buffer: Vec::new(),
         }
     }
 
@@ -241,7 +245,8 @@ impl Engine {
         seeding: bool,
         keep_changes: bool,
     ) -> Result<Vec<usize>, Failure> {
-        let mut journal = Journal::new(!self.is_empty(), self.fail_after.take());
+        let buffer = std::mem::take(&mut self.journal_buffer);
+        let mut journal = Journal::new(buffer, !self.is_empty(), self.fail_after.take());
         for counters in &mut self.stats_now {
             *counters = [0; 5];
         }
@@ -264,6 +269,11 @@ impl Engine {
                 changed.sort_unstable();
                 self.last_changes = if keep_changes { changes } else { FxHashMap::default() };
                 self.generation += 1;
+                let mut buffer = journal.into_steps();
+                if buffer.capacity() <= JOURNAL_KEPT {
+                    buffer.clear();
+                    self.journal_buffer = buffer;
+                }
                 return Ok(changed);
             }
             Ok(Err(failure)) => failure,
@@ -1486,11 +1496,10 @@ impl Exec<'_, '_> {
                 }
             }
             Step::Lookup { view, index, key, pattern } => {
-                let mut values = Key::new();
-                self.values(key, st, &mut values)?;
-                let key = values;
+                let mut wanted = Key::new();
+                self.values(key, st, &mut wanted)?;
                 let v = &self.views[*view];
-                if let Some(bucket) = v.rel.get(*index, &key) {
+                if let Some(bucket) = v.rel.get(*index, &wanted) {
                     let mut failed = None;
                     bucket.for_each(|row| {
                         if v.excluded(row) {
@@ -1508,7 +1517,7 @@ impl Exec<'_, '_> {
                         return Err(err);
                     }
                 }
-                if let Some(rows) = v.leaving_index.and_then(|m| m.get(&key[..])) {
+                if let Some(rows) = v.leaving_index.and_then(|m| m.get(&wanted[..])) {
                     for row in rows {
                         self.matched(pattern, row, i, sign, st)?;
                     }

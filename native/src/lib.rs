@@ -25,11 +25,6 @@ use value::Interner;
 /// Count changes as Python hands them over: (relation id, [(row, change)]).
 type PyPending<'py> = Vec<(usize, Vec<(Bound<'py, PyAny>, i64)>)>;
 
-// The core allocates and frees many small rows, index keys and round-local maps per derived row;
-// mimalloc's thread-local free lists serve those at a fraction of the system allocator's cost.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 create_exception!(_native, CoreError, PyException, "A run failed; args: (message,).");
 create_exception!(
     _native,

@@ -317,8 +317,11 @@ pub struct Journal {
 }
 
 impl Journal {
-    pub fn new(enabled: bool, fail_after: Option<u64>) -> Self {
-        Journal { steps: Vec::new(), enabled, fail_after }
+    /// A journal writing into `steps` (empty; passing the last run's buffer back saves growing
+    /// it again, since a re-evaluation journals thousands of steps).
+    pub fn new(steps: Vec<Undo>, enabled: bool, fail_after: Option<u64>) -> Self {
+        debug_assert!(steps.is_empty());
+        Journal { steps, enabled, fail_after }
     }
 
     pub fn push(&mut self, step: Undo) {

@@ -254,6 +254,8 @@ class _Deltas(Mapping):
     """The derived relations' net changes of one run, made into ``RelationDelta``s when read (the
     native core keeps them until the next run, so an optimizer that ignores them pays nothing)."""
 
+    __slots__ = ("_program", "_changes", "_names_made", "_made")  # one is made per run
+
     def __init__(self, program: Program, changes: Mapping[str, tuple[set, set]]):
         self._program = program
         self._changes = changes

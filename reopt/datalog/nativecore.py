@@ -170,6 +170,8 @@ class NativeCore:
 class _NativeChanges(Mapping):
     """The last run's net changes, held by the core and converted to Python rows when read."""
 
+    __slots__ = ("_core", "_names", "_changed", "_generation", "_ids_made")  # one is made per run
+
     def __init__(self, core, names: tuple[str, ...], changed: list[int]):
         self._core, self._names, self._changed = core, names, changed
         self._generation = core.generation()
