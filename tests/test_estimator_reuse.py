@@ -17,11 +17,17 @@ PREDICATES = sorted([f.text for f in QUERY.filters] + [p.text for p in QUERY.joi
 factor = st.sampled_from([1 / 8, 1 / 2, 2.0, 8.0])
 
 
+CONNECTED = [sorted(QUERY.names(m)) for m in QUERY.connected_subsets() if m.bit_count() > 1]
+
+
 @st.composite
 def deltas(draw):
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(["table", "selectivity", "cardinality"]))
+    if kind == "table":
         table = draw(st.sampled_from(TABLES))
         return reopt.DeltaStats.table(table, rows=CATALOG.table(table).rows * draw(factor))
+    if kind == "cardinality":
+        return reopt.DeltaStats.cardinality(draw(st.sampled_from(CONNECTED)), draw(st.floats(1.0, 1e9)))
     return reopt.DeltaStats.selectivity(draw(st.sampled_from(PREDICATES)), draw(st.floats(1e-6, 1.0)))
 
 
@@ -30,7 +36,7 @@ def deltas(draw):
 def test_reusing_untouched_relations_estimates_as_from_scratch(changes):
     catalog, estimator = CATALOG, Estimator(QUERY, CATALOG)
     for delta in changes:
-        touched = delta.tables_touched(QUERY, catalog)
+        touched = delta.leaves_touched(QUERY)
         catalog = delta.apply(catalog, QUERY)
         estimator = Estimator(QUERY, catalog, estimator, touched)
         fresh = Estimator(QUERY, catalog)
@@ -60,3 +66,17 @@ def test_a_join_selectivity_touches_only_the_expressions_holding_both_ends():
     both = QUERY.bit(predicate.left.alias) | QUERY.bit(predicate.right.alias)
     touched = reopt.DeltaStats.selectivity(predicate.text, 0.5).expressions_touched(QUERY, CATALOG)
     assert touched == [m for m in QUERY.connected_subsets() if m & both == both]
+
+
+def test_a_join_selectivity_or_an_observed_cardinality_touches_no_leaf():
+    predicate = next(p for p in QUERY.joins)
+    assert reopt.DeltaStats.selectivity(predicate.text, 0.5).leaves_touched(QUERY) == 0
+    assert reopt.DeltaStats.cardinality(CONNECTED[0], 1e6).leaves_touched(QUERY) == 0
+
+
+def test_a_filter_selectivity_touches_its_relation_and_a_table_change_every_alias_of_the_table():
+    local = QUERY.filters[0]
+    assert reopt.DeltaStats.selectivity(local.text, 0.5).leaves_touched(QUERY) == QUERY.bit(local.alias)
+    alias, table = QUERY.relations[0]
+    aliases = [a for a, t in QUERY.relations if t == table]
+    assert reopt.DeltaStats.table(table, rows=10.0).leaves_touched(QUERY) == QUERY.mask(aliases)

@@ -86,7 +86,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         if not self._alternatives:
             self.optimize()
         catalog = delta.apply(self.catalog, self.query)
-        touched = delta.tables_touched(self.query, self.catalog)
+        touched = delta.leaves_touched(self.query)
         estimator = Estimator(self.query, catalog, self.estimator, touched)
         estimates = {m: estimator.stats(m) for m in delta.expressions_touched(self.query, self.catalog)}
         changed = {m: _grew(self.stats[m], stats) for m, stats in estimates.items() if stats != self.stats[m]}

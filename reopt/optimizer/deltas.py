@@ -81,16 +81,19 @@ class DeltaStats:
     def __repr__(self) -> str:
         return f"DeltaStats({list(self.changes)!r})"
 
-    def tables_touched(self, query: Query, catalog: Catalog) -> int:
-        """A mask of the relations whose estimates may change (for cost factors: none), given the
-        catalog the changes apply to.
-
-        An observed cardinality can move corrections between join predicates anywhere in the query
-        (see ``estimate.py``), so it touches every relation, and so does any change while the catalog
-        holds observations, since it changes their residuals; only facts that change are updated."""
+    def leaves_touched(self, query: Query) -> int:
+        """A mask of the relations whose leaf estimates (filtered rows, width, bytes scanned) may
+        change: the aliases of a changed table, and the relation of a filter whose selectivity
+        changed. A join's selectivity, an observed cardinality or a cost factor changes no leaf
+        (observations correct join estimates only), so an ``Estimator`` reuses every other leaf."""
         mask = 0
-        for needed in self._needs(query, catalog):
-            mask |= needed or query.full
+        for change in self.changes:
+            if change.kind == "table":
+                mask |= query.mask([a for a, t in query.relations if t == change.target])
+            elif change.kind == "selectivity":
+                predicate = query.predicate_texts()[query.resolve_predicate(change.target)]
+                if hasattr(predicate, "alias"):
+                    mask |= query.bit(predicate.alias)
         return mask
 
     def expressions_touched(self, query: Query, catalog: Catalog) -> list[int]:
@@ -98,7 +101,8 @@ class DeltaStats:
         apply to: those holding a changed table, or both ends of a join predicate whose selectivity
         changed (estimates count a join predicate only inside an expression that holds both ends);
         all of them for an observed cardinality, or for any change while the catalog holds
-        observations (see ``tables_touched``)."""
+        observations: an observed cardinality can move corrections between join predicates anywhere
+        in the query (see ``estimate.py``), and any change moves the residuals of those held."""
         needs = self._needs(query, catalog)
         if 0 in needs:
             return query.connected_subsets()

@@ -221,7 +221,7 @@ class Optimizer:
         if not self._loaded:
             self._load()
         catalog = delta.apply(self._catalog, self.query)
-        touched = delta.tables_touched(self.query, self._catalog)
+        touched = delta.leaves_touched(self.query)
         estimator = Estimator(self.query, catalog, self._estimator, touched)
         new_stats = {}
         for mask in delta.expressions_touched(self.query, self._catalog):
