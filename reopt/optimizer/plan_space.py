@@ -105,14 +105,13 @@ class PlanSpace:
         """``Fn_parentcount``: how many (alternative, side) pairs of the whole space use (expr, prop)."""
         return [(self.size().parents.get((expr, prop), 0),)]
 
-    def halves(self, expr: int) -> list[tuple[int, int, list[tuple[str, str, str]]]]:
-        """Ordered pairs (l, r) of connected halves of ``expr`` with their join key classes, each
-        as (class, its hash property, its sorted property): the properties are made once per pair,
-        not once per split asked for."""
+    def halves(self, expr: int) -> list[tuple[int, int, list[tuple[str, str]]]]:
+        """Ordered pairs (l, r) of connected halves of ``expr`` with the properties of their join key
+        classes, (hash[k], sorted[k]) per class k: made once per pair, not once per split asked for."""
         if not self._halves:
-            by_union: dict[int, list[tuple[int, int, list[tuple[str, str, str]]]]] = {}
+            by_union: dict[int, list[tuple[int, int, list[tuple[str, str]]]]] = {}
             for a, b in self.query.connected_pairs():
-                keys = [(key, hashed(key), sorted_on(key)) for key in self.query.join_keys(a, b)]
+                keys = [(hashed(key), sorted_on(key)) for key in self.query.join_keys(a, b)]
                 by_union.setdefault(a | b, []).extend(((a, b, keys), (b, a, keys)))
             for pairs in by_union.values():
                 pairs.sort()
@@ -131,7 +130,7 @@ class PlanSpace:
             return out
         for left, right, keys in self.halves(expr):
             out.append(("join", BROADCAST_HASH_JOIN, left, prop, right, ANY))
-            for _key, on_hash, on_sorted in keys:
+            for on_hash, on_sorted in keys:
                 if prop == ANY or prop == on_hash:
                     out.append(("join", SHUFFLED_HASH_JOIN, left, on_hash, right, on_hash))
                 if left < right and (prop == ANY or prop == on_hash or prop == on_sorted):
