@@ -1366,11 +1366,11 @@ struct View<'a> {
 }
 
 impl View<'_> {
-    fn excluded(&self, row: &[Value]) -> bool {
+    fn excluded(&self, row: &Row) -> bool {
         self.hidden.is_some_and(|h| h.contains(row)) || self.entering.is_some_and(|h| h.contains(row))
     }
 
-    fn has(&self, row: &[Value]) -> bool {
+    fn has(&self, row: &Row) -> bool {
         (self.rel.rows.contains(row) && !self.excluded(row)) || self.leaving.is_some_and(|s| s.contains(row))
     }
 }
@@ -1489,9 +1489,9 @@ impl Exec<'_, '_> {
                 self.step(i + 1, sign, st)?;
             }
             Step::Has { view, args, negated } => {
-                let mut row = Key::new();
-                self.values(args, st, &mut row)?;
-                if self.views[*view].has(&row) != *negated {
+                let mut values = Key::new();
+                self.values(args, st, &mut values)?;
+                if self.views[*view].has(&Row::new(&values)) != *negated {
                     self.step(i + 1, sign, st)?;
                 }
             }
@@ -1559,7 +1559,7 @@ impl Exec<'_, '_> {
     fn emit(&self, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
         let mut values = Key::new();
         self.values(&self.plan.group, st, &mut values)?;
-        let group: Row = Row::from(&values[..]);
+        let group = Row::new(&values);
         match &self.plan.aggregate {
             None => *st.out.plain.entry(group).or_insert(0) += sign,
             Some(expr) => {

@@ -2,18 +2,60 @@
 //! derivation counts, aggregate candidates, and the journal that undoes a failed run.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::ops::Deref;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use smallvec::SmallVec;
+use triomphe::ThinArc;
 
 use crate::value::{Ordered, Value};
 
-/// A row, shared between the visible set, its index buckets, changes and the journal.
-pub type Row = Arc<[Value]>;
+/// A row, shared between the visible set, its index buckets, counts, changes and the journal.
+///
+/// A thin pointer (8 bytes, not a slice's 16) to the values and their hash, computed once: every
+/// map and set a row enters (and every rehash as they grow) reads the stored hash instead of
+/// hashing the values again, and rows with different hashes compare unequal without reading them.
+#[derive(Clone)]
+pub struct Row(ThinArc<u64, Value>);
+
+impl Row {
+    pub fn new(values: &[Value]) -> Row {
+        Row(ThinArc::from_header_and_slice(FxBuildHasher.hash_one(values), values))
+    }
+}
 
 pub fn row_of(values: Vec<Value>) -> Row {
-    Arc::from(values)
+    Row::new(&values)
+}
+
+impl Deref for Row {
+    type Target = [Value];
+
+    fn deref(&self) -> &[Value] {
+        &self.0.slice
+    }
+}
+
+impl PartialEq for Row {
+    fn eq(&self, other: &Row) -> bool {
+        self.0.ptr() == other.0.ptr()
+            || (self.0.header.header == other.0.header.header && self.0.slice == other.0.slice)
+    }
+}
+
+impl Eq for Row {}
+
+impl Hash for Row {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0.header.header);
+    }
+}
+
+impl std::fmt::Debug for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.slice.fmt(f)
+    }
 }
 
 /// Rows under one index key: a short vector (most keys), a set once it grows, so removal stays
