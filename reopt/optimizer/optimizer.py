@@ -93,9 +93,9 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
-# What exact optimization fits in 4 GB. Measured by bench_job.py (goal bound, native): JOB 28a, 29,228
-# connected pairs, peaked at 2.3 GB in 16 s, and 33a, 14,355 pairs, at 1.3 GB: about 80 KB a pair.
-# JOB 29a-c (222,882 pairs) would need about 18 GB, and ran past 60 s before reaching it.
+# What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 12):
+# bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.64 GB,
+# about 56 KB a pair; optimizing JOB 29a alone, 222,882 pairs, peaked at 4.8 GB (22 KB a pair) in 120 s.
 DEFAULT_MAX_JOIN_PAIRS = 50_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
@@ -129,8 +129,8 @@ class OptimizerConfig:
     recursive_bounding: bool = False
     backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
     # The largest plan space accepted, in connected splits (pairs of sub-expressions joined): a query
-    # with more raises QueryTooLargeError before anything is built. None: no limit (about 80 KB of
-    # memory a pair for the declarative optimizer).
+    # with more raises QueryTooLargeError before anything is built. None: no limit (the declarative
+    # optimizer's peak is about 20 KB a pair optimizing, up to 60 KB re-optimizing).
     max_join_pairs: int | None = DEFAULT_MAX_JOIN_PAIRS
     goal_bound: bool = True
 
