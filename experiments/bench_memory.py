@@ -7,6 +7,7 @@ the growth are those of building the optimizer and optimizing, and native's shar
 growth is the figure to read.
 
     .venv/bin/python experiments/bench_memory.py [--query 26a] [--pruning none] [--timeout 900]
+        [--max-join-pairs 50000|none]   # none: JOB 29a-c, which the default limit refuses
 """
 
 from __future__ import annotations
@@ -17,18 +18,19 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 
 
-def child(query: str, pruning: str, backend: str) -> None:
+def child(query: str, pruning: str, backend: str, max_join_pairs: int | None) -> None:
     import reopt
     from reopt.optimizer import parse_sql
 
     catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
     sql = (JOB / "queries" / f"{query}.sql").read_text()
-    config = reopt.OptimizerConfig.setting(pruning, backend=backend)
+    config = replace(reopt.OptimizerConfig.setting(pruning, backend=backend), max_join_pairs=max_join_pairs)
     parsed = parse_sql(sql, catalog)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     start = time.perf_counter()
@@ -47,15 +49,18 @@ def main() -> None:
     parser.add_argument("--pruning", default="none")
     parser.add_argument("--backends", default="native,python")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--max-join-pairs", default="50000", type=lambda v: None if v == "none" else int(v),
+                        help="the optimizer's size limit in connected pairs, or 'none' (default: %(default)s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.query, args.pruning, args.child)
+        child(args.query, args.pruning, args.child, args.max_join_pairs)
         return
     results = {}
     for backend in args.backends.split(","):
         print(f"optimizing {args.query} on {backend} ...", flush=True)
-        command = [sys.executable, __file__, "--query", args.query, "--pruning", args.pruning, "--child", backend]
+        command = [sys.executable, __file__, "--query", args.query, "--pruning", args.pruning, "--child", backend,
+                   "--max-join-pairs", str(args.max_join_pairs).lower()]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True)
         except subprocess.TimeoutExpired:
