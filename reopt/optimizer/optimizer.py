@@ -95,8 +95,8 @@ class OptimizerMetrics:
 
 # What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 12):
 # bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.64 GB,
-# about 56 KB a pair (before the native call memo dropped enumerating calls' results, which took about
-# an eighth of the peak); optimizing JOB 29a alone, 222,882 pairs, peaks at 4.15 GB (19 KB a pair), in 118 s.
+# about 56 KB a pair, reached while re-optimizing (optimizing it alone peaks at 563 MB); optimizing
+# JOB 29a alone, 222,882 pairs, peaks at 4.15 GB (19 KB a pair), in 118 s.
 DEFAULT_MAX_JOIN_PAIRS = 50_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
