@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyFloat, PyInt, PyString, PyTuple};
 
-use crate::storage::{row_of, Row};
+use crate::storage::Row;
 use crate::value::{Interner, Value};
 
 /// A Python object as a value; the error says what the native backend cannot hold.
@@ -39,7 +39,7 @@ pub fn row_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<Row
         let item = item.map_err(|e| e.to_string())?;
         values.push(value_from_py(&item, strings)?);
     }
-    Ok(row_of(values))
+    Ok(Row::new(&values))
 }
 
 /// Python string objects for interned strings, made once each.

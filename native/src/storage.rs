@@ -25,10 +25,6 @@ impl Row {
     }
 }
 
-pub fn row_of(values: Vec<Value>) -> Row {
-    Row::new(&values)
-}
-
 impl Deref for Row {
     type Target = [Value];
 
@@ -278,7 +274,7 @@ impl Aggregate {
         values.extend_from_slice(&group[..p]);
         values.push(value);
         values.extend_from_slice(&group[p..]);
-        row_of(values)
+        Row::new(&values)
     }
 
     pub fn split(&self, row: &[Value]) -> (Row, Value) {
@@ -286,7 +282,7 @@ impl Aggregate {
         let mut group = Vec::with_capacity(row.len() - 1);
         group.extend_from_slice(&row[..p]);
         group.extend_from_slice(&row[p + 1..]);
-        (row_of(group), row[p])
+        (Row::new(&group), row[p])
     }
 
     pub fn empty_candidates(&self) -> Candidates {
@@ -384,5 +380,29 @@ impl Journal {
 
     pub fn into_steps(self) -> Vec<Undo> {
         self.steps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustc_hash::FxHashSet;
+
+    #[test]
+    fn rows_python_deems_equal_are_one_row() {
+        let int = Row::new(&[Value::Int(1), Value::Str(0)]);
+        let float = Row::new(&[Value::Float(1.0), Value::Str(0)]);
+        let boolean = Row::new(&[Value::Bool(true), Value::Str(0)]);
+        assert!(int == float && float == boolean);
+        let set: FxHashSet<Row> = [int, float, boolean].into_iter().collect();
+        assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn rows_with_different_values_differ() {
+        let a = Row::new(&[Value::Int(1), Value::Int(2)]);
+        let b = Row::new(&[Value::Int(2), Value::Int(1)]);
+        assert!(a != b);
+        assert_eq!(&a[..], &[Value::Int(1), Value::Int(2)][..]);
     }
 }
