@@ -1,5 +1,8 @@
 """What the engine computes and reports, one behaviour per test."""
 
+import gc
+import weakref
+
 import pytest
 
 from reopt.datalog import DeltaError, Engine, EvaluationError, Program
@@ -125,6 +128,28 @@ def test_function_predicates_receive_bound_inputs_and_yield_rows():
     engine.run()
     assert engine.rows("div") == set()
     assert calls == [6, 6]
+
+
+def test_an_engine_in_a_reference_cycle_through_its_functions_is_collected():
+    # An owner whose bound methods are the engine's functions (as the optimizer's are) forms a cycle
+    # owner -> engine -> function -> owner, which only the cycle collector frees: the engine's
+    # state must be visible to it, or every such owner leaks with all it holds.
+    class Owner:
+        def __init__(self):
+            program = Program.parse(".input num(n).\n.function half(n) -> (h).\nh(n, x) :- num(n), half(n, x).", "t.dl")
+            self.engine = Engine(program, {"half": self.half})
+
+        def half(self, n):
+            return [(n / 2,)]
+
+    owner = Owner()
+    owner.engine.insert("num", [(4,)])
+    owner.engine.run()
+    assert owner.engine.rows("h") == {(4, 2.0)}
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
 
 
 def test_function_with_no_outputs_may_return_a_bool():

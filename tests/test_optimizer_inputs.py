@@ -1,7 +1,9 @@
 """Queries and statistics going in: SQL, the builder, catalogs, and every bad-input error."""
 
+import gc
 import json
 import math
+import weakref
 
 import pytest
 
@@ -246,3 +248,17 @@ def test_an_error_about_a_megabyte_of_sql_stays_short():
         reopt.Optimizer.from_sql("select * from customer where " + "x" * 1_000_000 + " = 1", CATALOG)
     assert len(str(raised.value)) < 1000
     assert "characters cut" in str(raised.value)
+
+
+def test_an_optimizer_is_freed_as_soon_as_it_is_dropped():
+    # A Spark driver builds one optimizer per query: each must go with its last reference, not
+    # wait for the cycle collector with the whole plan space it holds.
+    gc.disable()
+    try:
+        optimizer = reopt.Optimizer.from_sql(TPCH["Q3"], reopt.Catalog.tpch(1))
+        optimizer.optimize()
+        gone = weakref.ref(optimizer)
+        del optimizer
+        assert gone() is None
+    finally:
+        gc.enable()

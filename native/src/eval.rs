@@ -123,7 +123,9 @@ impl From<ValueError> for ExecError {
 
 pub struct Function {
     pub name: String,
-    pub callable: Py<PyAny>,
+    /// None once Python's cycle collector has cleared the core (`Core.__clear__`): the engine is
+    /// then unreachable, so no run can call it, but a call would fail cleanly.
+    pub callable: Option<Py<PyAny>>,
     pub outputs: usize,
 }
 
@@ -1579,9 +1581,15 @@ impl Exec<'_, '_> {
     fn call(&self, function: usize, args: &[Value], st: &mut ExecState) -> Result<CallRows, ExecError> {
         let f = &self.functions[function];
         let py = self.py;
+        let Some(callable) = &f.callable else {
+            return Err(ExecError::Value(ValueError::new(
+                "RuntimeError",
+                format!("function {} was released by the garbage collector", f.name),
+            )));
+        };
         let items: Vec<Bound<'_, PyAny>> = args.iter().map(|&v| st.pystrings.object(py, v, st.strings)).collect();
         let tuple = PyTuple::new(py, items).map_err(ExecError::Python)?;
-        let result = f.callable.bind(py).call1(tuple).map_err(ExecError::Python)?;
+        let result = callable.bind(py).call1(tuple).map_err(ExecError::Python)?;
         if f.outputs == 0 {
             if let Ok(b) = result.downcast::<PyBool>() {
                 return Ok(CallRows { rows: b.is_true() as usize, width: 0, values: Box::new([]) });

@@ -13,8 +13,10 @@ mod value;
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict, PySet};
+use pyo3::PyTraverseError;
 
 use convert::row_from_py;
 use eval::{Engine, Failure, Function};
@@ -92,7 +94,7 @@ impl Core {
             .into_iter()
             .zip(callables)
             .zip(outputs)
-            .map(|((name, callable), outputs)| Function { name, callable, outputs })
+            .map(|((name, callable), outputs)| Function { name, callable: Some(callable), outputs })
             .collect();
         Ok(Core { engine: Engine::new(rels, compiled, functions, strings, max_rounds, max_passes) })
     }
@@ -208,6 +210,23 @@ impl Core {
             }
         }
         Ok(dict)
+    }
+
+    /// The core holds the functions' callables, which may hold the engine's owner (the optimizer's
+    /// bound methods do): Python's cycle collector must see them, or every such owner leaks.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for function in &self.engine.functions {
+            if let Some(callable) = &function.callable {
+                visit.call(callable)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        for function in &mut self.engine.functions {
+            function.callable = None;
+        }
     }
 
     /// Test hook: the next run panics inside the core after `changes` state changes (None: never).

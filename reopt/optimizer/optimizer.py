@@ -170,6 +170,12 @@ class OptimizerConfig:
         ]
 
 
+def _join_cost(costs: CostModel, op: str, lrows: float, lwidth: float, rrows: float, rwidth: float, rows: float,
+               right: int, factor: float) -> list[tuple[float]]:
+    """``Fn_joincost``: the rules pass the right input as its expression, a set of relations."""
+    return costs.join(op, lrows, lwidth, rrows, rwidth, rows, factor, right_relations=right.bit_count())
+
+
 class Optimizer:
     def __init__(self, query: Query, catalog: Catalog, config: OptimizerConfig | None = None):
         self.query = query
@@ -184,7 +190,9 @@ class Optimizer:
             "Fn_split": self.space.split,
             "Fn_scancost": self.costs.scan,
             "Fn_unarycost": self.costs.unary,
-            "Fn_joincost": self._join_cost,
+            # not a bound method: the engine holds its functions, and one bound to the optimizer
+            # would make the pair a reference cycle, freed only when the cycle collector runs
+            "Fn_joincost": functools.partial(_join_cost, self.costs),
         }
         if self.config.remembers_costs:
             functions["Fn_parentcount"] = self.space.parent_count
@@ -313,10 +321,6 @@ class Optimizer:
         for predicate in self.query.joins:
             for ref in (predicate.left, predicate.right):
                 catalog.column(self.query.table_of(ref.alias), ref.column)
-
-    def _join_cost(self, op: str, lrows: float, lwidth: float, rrows: float, rwidth: float, rows: float,
-                   right: int, factor: float) -> list[tuple[float]]:
-        return self.costs.join(op, lrows, lwidth, rrows, rwidth, rows, factor, right_relations=right.bit_count())
 
     @staticmethod
     def _stats_row(mask: int, stats: ExprStats) -> tuple:
