@@ -449,11 +449,11 @@ impl Engine {
                 self.set_count(rel, row.clone(), old + delta, journal);
                 if old <= 0 && 0 < old + delta {
                     self.relations[rel].add(row.clone());
-                    journal.push(Undo::Shown(rel, row.clone()));
+                    journal.record(|| Undo::Shown(rel, row.clone()));
                     change.plus.insert(row);
                 } else if old + delta <= 0 && 0 < old {
                     self.relations[rel].remove(&row);
-                    journal.push(Undo::Hidden(rel, row.clone()));
+                    journal.record(|| Undo::Hidden(rel, row.clone()));
                     change.minus.insert(row);
                 }
             }
@@ -508,13 +508,13 @@ impl Engine {
                 0
             }
         };
-        journal.push(Undo::Count(rel, row.clone(), old));
+        journal.record(|| Undo::Count(rel, row.clone(), old));
         Some(old)
     }
 
     fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Journal) {
         let old = if value != 0 { self.counts[rel].insert(row.clone(), value) } else { self.counts[rel].remove(&row) };
-        journal.push(Undo::Count(rel, row, old.unwrap_or(0)));
+        journal.record(|| Undo::Count(rel, row, old.unwrap_or(0)));
     }
 
     fn add_candidate(
@@ -552,12 +552,12 @@ impl Engine {
                         0
                     }
                 };
-                journal.push(Undo::Candidate(rel, group.clone(), key, old));
+                journal.record(|| Undo::Candidate(rel, group.clone(), key, old));
             }
             Candidates::Counted(m) => {
                 let old = m.get(&value).copied().unwrap_or(0);
                 m.set_count(value, old + delta);
-                journal.push(Undo::Counted(rel, group.clone(), value, old));
+                journal.record(|| Undo::Counted(rel, group.clone(), value, old));
             }
         }
         agg.tidy(group);
@@ -585,9 +585,9 @@ impl Engine {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
         let row = agg.row(group, value);
         let old = agg.group_mut(group).current.replace(value);
-        journal.push(Undo::Current(rel, group.clone(), old));
+        journal.record(|| Undo::Current(rel, group.clone(), old));
         self.relations[rel].add(row.clone());
-        journal.push(Undo::Shown(rel, row));
+        journal.record(|| Undo::Shown(rel, row));
     }
 
     fn hide_value(&mut self, rel: usize, group: &Row, journal: &mut Journal) {
@@ -598,11 +598,11 @@ impl Engine {
         let Some(value) = g.current.take() else {
             return;
         };
-        journal.push(Undo::Current(rel, group.clone(), Some(value)));
+        journal.record(|| Undo::Current(rel, group.clone(), Some(value)));
         let row = agg.row(group, value);
         agg.tidy(group);
         self.relations[rel].remove(&row);
-        journal.push(Undo::Hidden(rel, row));
+        journal.record(|| Undo::Hidden(rel, row));
     }
 
     fn current(&self, rel: usize, group: &Row) -> Option<Value> {
@@ -1021,7 +1021,7 @@ impl StratumRun {
                     e.hide_value(rel, &group, journal);
                 } else {
                     e.relations[rel].remove(row);
-                    journal.push(Undo::Hidden(rel, row.clone()));
+                    journal.record(|| Undo::Hidden(rel, row.clone()));
                 }
             }
             for row in &change.plus {
@@ -1031,7 +1031,7 @@ impl StratumRun {
                     e.show_value(rel, &group, value, journal);
                 } else {
                     e.relations[rel].add(row.clone());
-                    journal.push(Undo::Shown(rel, row.clone()));
+                    journal.record(|| Undo::Shown(rel, row.clone()));
                 }
             }
             e.stats_now[rel][INSERTED] += change.plus.len() as u64;

@@ -362,9 +362,11 @@ impl Journal {
         Journal { steps, enabled, fail_after }
     }
 
-    pub fn push(&mut self, step: Undo) {
+    /// Record one state change; the step is built only when journaling, since a run from an empty
+    /// state changes as much but keeps nothing (building steps would clone every row it touches).
+    pub fn record(&mut self, step: impl FnOnce() -> Undo) {
         if self.enabled {
-            self.steps.push(step);
+            self.steps.push(step());
         }
         if let Some(left) = self.fail_after.as_mut() {
             if *left == 0 {
