@@ -16,7 +16,7 @@ use smallvec::SmallVec;
 
 use crate::convert::{repr_row, value_from_py, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
-use crate::storage::{AggFunc, Aggregate, Bucket, Candidates, CountMap, Journal, Key, Relation, Row, Undo};
+use crate::storage::{AggFunc, Aggregate, Bucket, Candidates, CountMap, Journal, Key, Relation, Row, Undo, Values};
 use crate::value::{arithmetic, compare, fsum, negate, Interner, Ordered, Value, ValueError};
 
 pub const INSERTED: usize = 0;
@@ -398,20 +398,20 @@ impl Engine {
             let positions: Vec<usize> = (0..keys).collect();
             let index = self.relations[memo].ensure_index(&positions);
             let mut pending: FxHashMap<Row, i64> = FxHashMap::default();
-            let mut seen: FxHashMap<&[Value], &Row> = FxHashMap::default();
+            let mut seen: FxHashMap<Key, &Row> = FxHashMap::default();
             for row in &change.plus {
-                let key = &row[..keys];
-                if let Some(first) = seen.insert(key, row) {
+                let key: Key = (0..keys).map(|i| row.get(i)).collect();
+                if let Some(first) = seen.insert(key.clone(), row) {
                     return Err(Failure::Evaluation(format!(
                         "memo '{}' keeps one row per key, but '{}' shows both {} and {} for key {}",
                         self.rels[memo].name,
                         self.rels[source].name,
-                        repr_row(first, &self.strings),
-                        repr_row(row, &self.strings),
-                        repr_row(key, &self.strings)
+                        repr_row(&first.values(), &self.strings),
+                        repr_row(&row.values(), &self.strings),
+                        repr_row(&key, &self.strings)
                     )));
                 }
-                let stored = self.relations[memo].get(index, key).map(Bucket::rows).unwrap_or_default();
+                let stored = self.relations[memo].get(index, &key).map(Bucket::rows).unwrap_or_default();
                 if stored.contains(row) {
                     continue;
                 }
@@ -805,7 +805,7 @@ impl StratumRun {
                                 show_indexes.entry((rel, *index)).or_insert_with(|| {
                                     let mut m: FxHashMap<Box<[Value]>, Vec<Row>> = FxHashMap::default();
                                     for row in &c.minus {
-                                        m.entry(positions.iter().map(|&p| row[p]).collect())
+                                        m.entry(positions.iter().map(|&p| row.get(p)).collect())
                                             .or_default()
                                             .push(row.clone());
                                     }
@@ -903,7 +903,7 @@ impl StratumRun {
                         return Err(Failure::Evaluation(format!(
                             "internal inconsistency: negative derivation count for {}{}",
                             e.rels[rel].name,
-                            repr_row(&row, &e.strings)
+                            repr_row(&row.values(), &e.strings)
                         )));
                     };
                     let count = old + delta;
@@ -915,7 +915,7 @@ impl StratumRun {
                             return Err(Failure::Evaluation(format!(
                                 "'{}{}' lost its last derivation while insertions were propagated; the recursion is not monotone",
                                 e.rels[rel].name,
-                                repr_row(&row, &e.strings)
+                                repr_row(&row.values(), &e.strings)
                             )));
                         }
                         change.minus.insert(row);
@@ -988,7 +988,7 @@ impl StratumRun {
                                 "aggregate '{}' group {} went from {} to {} while insertions were propagated; recursion \
                                  through min/max needs inputs that only improve it (for example positive weights)",
                                 e.rels[rel].name,
-                                repr_row(&group, &e.strings),
+                                repr_row(&group.values(), &e.strings),
                                 crate::convert::repr(current, &e.strings),
                                 shown
                             )));
@@ -1144,7 +1144,7 @@ impl Held {
                  after groups up to {} were released",
                 e.rels[rel].name,
                 e.rels[self.goals[&rel]].name,
-                repr_row(group, &e.strings),
+                repr_row(&group.values(), &e.strings),
                 crate::convert::repr(value, &e.strings),
                 crate::convert::repr(frontier.value(), &e.strings)
             )));
@@ -1434,12 +1434,12 @@ impl Exec<'_, '_> {
         Ok(())
     }
 
-    fn bind(&self, pattern: &[Pat], row: &[Value], st: &mut ExecState) -> Result<bool, ExecError> {
+    fn bind<R: Values + ?Sized>(&self, pattern: &[Pat], row: &R, st: &mut ExecState) -> Result<bool, ExecError> {
         for (p, entry) in pattern.iter().enumerate() {
             match entry {
-                Pat::Bind(slot) => st.regs[*slot] = row[p],
+                Pat::Bind(slot) => st.regs[*slot] = row.at(p),
                 Pat::Test(expr) => {
-                    if row[p] != self.top(expr, st)? {
+                    if row.at(p) != self.top(expr, st)? {
                         return Ok(false);
                     }
                 }
@@ -1449,10 +1449,10 @@ impl Exec<'_, '_> {
         Ok(true)
     }
 
-    fn matched(
+    fn matched<R: Values + ?Sized>(
         &self,
         pattern: &[Pat],
-        row: &[Value],
+        row: &R,
         i: usize,
         sign: i64,
         st: &mut ExecState,

@@ -60,7 +60,10 @@ impl Core {
 
     fn rows_to_set<'py>(&mut self, py: Python<'py>, rows: Vec<Row>) -> PyResult<Bound<'py, PySet>> {
         let engine = &mut self.engine;
-        let tuples = rows.iter().map(|r| engine.pystrings.row(py, r, &engine.strings)).collect::<PyResult<Vec<_>>>()?;
+        let tuples = rows
+            .iter()
+            .map(|r| engine.pystrings.row(py, &r.values(), &engine.strings))
+            .collect::<PyResult<Vec<_>>>()?;
         PySet::new(py, tuples)
     }
 }
@@ -152,7 +155,7 @@ impl Core {
         let key = self.row(key)?;
         let relation = &mut self.engine.relations[rel];
         let index = relation.ensure_index(&positions);
-        let rows = relation.get(index, &key).map(|b| b.rows()).unwrap_or_default();
+        let rows = relation.get(index, &key.values()).map(|b| b.rows()).unwrap_or_default();
         self.rows_to_set(py, rows)
     }
 
@@ -170,13 +173,13 @@ impl Core {
                     if let Some(value) = g.current {
                         let count = Engine::candidate_count(agg, group, value, &engine.strings);
                         let row = agg.row(group, value);
-                        dict.set_item(engine.pystrings.row(py, &row, &engine.strings)?, count)?;
+                        dict.set_item(engine.pystrings.row(py, &row.values(), &engine.strings)?, count)?;
                     }
                 }
             }
             None => {
                 for (row, count) in &engine.counts[rel] {
-                    dict.set_item(engine.pystrings.row(py, row, &engine.strings)?, *count)?;
+                    dict.set_item(engine.pystrings.row(py, &row.values(), &engine.strings)?, *count)?;
                 }
             }
         }

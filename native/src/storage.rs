@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::ops::Deref;
 
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use smallvec::SmallVec;
@@ -13,30 +12,86 @@ use crate::value::{Ordered, Value};
 
 /// A row, shared between the visible set, its index buckets, counts, changes and the journal.
 ///
-/// A thin pointer (8 bytes, not a slice's 16) to the values and their hash, computed once: every
-/// map and set a row enters (and every rehash as they grow) reads the stored hash instead of
-/// hashing the values again, and rows with different hashes compare unequal without reading them.
+/// A thin pointer (8 bytes) to the row's hash, computed once, and its values packed as 8-byte
+/// words: each value's bits (an int, a float's bits, a bool, a string's id), then the values' kinds,
+/// two bits each, 32 to a word. A value as `Value` holds its kind beside its bits in 16 bytes; rows
+/// are most of what an engine holds, so packing them halves it. Every map and set a row enters reads
+/// the stored hash instead of hashing the values again, and rows with different hashes compare
+/// unequal without reading them.
 #[derive(Clone)]
-pub struct Row(ThinArc<u64, Value>);
+pub struct Row(ThinArc<u64, u64>);
 
-impl Row {
-    pub fn new(values: &[Value]) -> Row {
-        Row(ThinArc::from_header_and_slice(FxBuildHasher.hash_one(values), values))
-    }
+const KINDS_PER_WORD: usize = 32;
+
+/// How many of a packed row's words are values: `words` is n values plus ceil(n / 32) kind words.
+fn arity_of(words: usize) -> usize {
+    words - words.div_ceil(KINDS_PER_WORD + 1)
 }
 
-impl Deref for Row {
-    type Target = [Value];
+impl Row {
+    #[inline]
+    pub fn new(values: &[Value]) -> Row {
+        let hash = FxBuildHasher.hash_one(values);
+        let n = values.len();
+        if n <= KINDS_PER_WORD {
+            // the common case, packed in one pass on the stack
+            let mut words = [0u64; KINDS_PER_WORD + 1];
+            let mut kinds = 0u64;
+            for (i, value) in values.iter().enumerate() {
+                let (kind, bits) = value.parts();
+                words[i] = bits;
+                kinds |= (kind as u64) << (2 * i);
+            }
+            words[n] = kinds;
+            let len = if n == 0 { 0 } else { n + 1 };
+            return Row(ThinArc::from_header_and_slice(hash, &words[..len]));
+        }
+        let mut words: Vec<u64> = values.iter().map(|v| v.parts().1).collect();
+        words.resize(n + n.div_ceil(KINDS_PER_WORD), 0);
+        for (i, value) in values.iter().enumerate() {
+            words[n + i / KINDS_PER_WORD] |= (value.parts().0 as u64) << (2 * (i % KINDS_PER_WORD));
+        }
+        Row(ThinArc::from_header_and_slice(hash, &words))
+    }
 
-    fn deref(&self) -> &[Value] {
-        &self.0.slice
+    /// The number of values.
+    pub fn arity(&self) -> usize {
+        arity_of(self.0.slice.len())
+    }
+
+    /// The value at `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Value {
+        let words = &self.0.slice;
+        // rows of up to 32 values (all but the widest) keep their kinds in their last word
+        let kinds = if words.len() <= KINDS_PER_WORD + 1 {
+            words[words.len() - 1]
+        } else {
+            words[arity_of(words.len()) + i / KINDS_PER_WORD]
+        };
+        Value::from_parts(((kinds >> (2 * (i % KINDS_PER_WORD))) & 3) as u8, words[i])
+    }
+
+    /// The values, unpacked on the stack.
+    pub fn values(&self) -> Key {
+        (0..self.arity()).map(|i| self.get(i)).collect()
     }
 }
 
 impl PartialEq for Row {
+    #[inline]
     fn eq(&self, other: &Row) -> bool {
-        self.0.ptr() == other.0.ptr()
-            || (self.0.header.header == other.0.header.header && self.0.slice == other.0.slice)
+        if self.0.ptr() == other.0.ptr() {
+            return true;
+        }
+        if self.0.header.header != other.0.header.header {
+            return false;
+        }
+        let (a, b) = (&self.0.slice, &other.0.slice);
+        // the same words are the same values (rows are a few words: a loop, not a memcmp call);
+        // other words may still be values Python deems equal (1, 1.0 and True; 0.0 and -0.0)
+        (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y))
+            || (self.arity() == other.arity() && (0..self.arity()).all(|i| self.get(i) == other.get(i)))
     }
 }
 
@@ -50,7 +105,26 @@ impl Hash for Row {
 
 impl std::fmt::Debug for Row {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.slice.fmt(f)
+        self.values().fmt(f)
+    }
+}
+
+/// Values read by position: a stored row, or values at hand (a function call's result rows).
+pub trait Values {
+    fn at(&self, i: usize) -> Value;
+}
+
+impl Values for Row {
+    #[inline]
+    fn at(&self, i: usize) -> Value {
+        self.get(i)
+    }
+}
+
+impl Values for [Value] {
+    #[inline]
+    fn at(&self, i: usize) -> Value {
+        self[i]
     }
 }
 
@@ -147,8 +221,8 @@ impl Index {
 /// Values on the stack: index keys (one to three values) and head rows (up to ten).
 pub type Key = SmallVec<[Value; 10]>;
 
-fn key_of(row: &[Value], positions: &[usize]) -> Key {
-    positions.iter().map(|&p| row[p]).collect()
+fn key_of(row: &Row, positions: &[usize]) -> Key {
+    positions.iter().map(|&p| row.get(p)).collect()
 }
 
 /// The visible rows of one relation.
@@ -268,21 +342,22 @@ pub struct Aggregate {
 }
 
 impl Aggregate {
-    pub fn row(&self, group: &[Value], value: Value) -> Row {
+    pub fn row(&self, group: &Row, value: Value) -> Row {
         let p = self.position;
-        let mut values = Vec::with_capacity(group.len() + 1);
-        values.extend_from_slice(&group[..p]);
-        values.push(value);
-        values.extend_from_slice(&group[p..]);
+        let values: Key = (0..group.arity() + 1)
+            .map(|i| match i.cmp(&p) {
+                std::cmp::Ordering::Less => group.get(i),
+                std::cmp::Ordering::Equal => value,
+                std::cmp::Ordering::Greater => group.get(i - 1),
+            })
+            .collect();
         Row::new(&values)
     }
 
-    pub fn split(&self, row: &[Value]) -> (Row, Value) {
+    pub fn split(&self, row: &Row) -> (Row, Value) {
         let p = self.position;
-        let mut group = Vec::with_capacity(row.len() - 1);
-        group.extend_from_slice(&row[..p]);
-        group.extend_from_slice(&row[p + 1..]);
-        (Row::new(&group), row[p])
+        let group: Key = (0..row.arity()).filter(|&i| i != p).map(|i| row.get(i)).collect();
+        (Row::new(&group), row.get(p))
     }
 
     pub fn empty_candidates(&self) -> Candidates {
@@ -405,6 +480,38 @@ mod tests {
         let a = Row::new(&[Value::Int(1), Value::Int(2)]);
         let b = Row::new(&[Value::Int(2), Value::Int(1)]);
         assert!(a != b);
-        assert_eq!(&a[..], &[Value::Int(1), Value::Int(2)][..]);
+        assert_eq!(&a.values()[..], &[Value::Int(1), Value::Int(2)][..]);
+    }
+
+    #[test]
+    fn a_packed_row_gives_back_every_value_with_its_kind() {
+        let values = [Value::Int(-7), Value::Float(-0.5), Value::Bool(true), Value::Str(3), Value::Int(i64::MIN)];
+        let row = Row::new(&values);
+        assert_eq!(row.arity(), values.len());
+        for (i, value) in values.iter().enumerate() {
+            let back = row.get(i);
+            assert_eq!(back.type_name(), value.type_name());
+            assert_eq!(back.parts(), value.parts());
+        }
+    }
+
+    #[test]
+    fn rows_wider_than_one_word_of_kinds_keep_their_kinds() {
+        for n in [0, 1, 31, 32, 33, 64, 65, 100] {
+            let values: Vec<Value> =
+                (0..n).map(|i| if i % 3 == 0 { Value::Float(i as f64 + 0.5) } else { Value::Str(i as u32) }).collect();
+            let row = Row::new(&values);
+            assert_eq!(row.arity(), n);
+            assert!((0..n).all(|i| row.get(i).type_name() == values[i].type_name() && row.get(i) == values[i]));
+        }
+    }
+
+    #[test]
+    fn zero_and_negative_zero_are_one_row() {
+        let set: FxHashSet<Row> =
+            [Row::new(&[Value::Float(0.0)]), Row::new(&[Value::Float(-0.0)]), Row::new(&[Value::Int(0)])]
+                .into_iter()
+                .collect();
+        assert_eq!(set.len(), 1);
     }
 }

@@ -58,6 +58,28 @@ impl Value {
         }
     }
 
+    /// The kind (two bits) and the 64 bits a row stores for the value (see `Row`); `from_parts`
+    /// makes it whole again.
+    #[inline]
+    pub fn parts(self) -> (u8, u64) {
+        match self {
+            Value::Int(i) => (0, i as u64),
+            Value::Float(f) => (1, f.to_bits()),
+            Value::Bool(b) => (2, b as u64),
+            Value::Str(s) => (3, s as u64),
+        }
+    }
+
+    #[inline]
+    pub fn from_parts(kind: u8, bits: u64) -> Value {
+        match kind {
+            0 => Value::Int(bits as i64),
+            1 => Value::Float(f64::from_bits(bits)),
+            2 => Value::Bool(bits != 0),
+            _ => Value::Str(bits as u32),
+        }
+    }
+
     pub fn is_nan(self) -> bool {
         matches!(self, Value::Float(f) if f.is_nan())
     }
