@@ -471,7 +471,7 @@ impl Engine {
             if !has_incoming && !seed && !goal_moved {
                 continue;
             }
-            let mut run = StratumRun::new(s, &stratum.relations);
+            let mut run = StratumRun::new(self, s);
             if stratum.dred {
                 let incoming: Changes =
                     stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();
@@ -661,15 +661,35 @@ fn compose(changes: &mut Changes, later: Changes) {
     }
 }
 
+/// What a stratum's run remembers of one relation to report its net change and its touched rows.
+enum Seen {
+    /// Each row whose visibility changed, with whether it was visible before the run.
+    Original(FxHashMap<Row, bool>),
+    /// The relation held nothing before the run, so every row it touched was shown at some point:
+    /// the touched rows are those visible at the end and those hidden on the way, and only the latter
+    /// are kept. An initial optimization shows millions of rows, which a map of originals would copy.
+    FromEmpty(FxHashSet<Row>),
+}
+
 /// The evaluation of one stratum for one batch of incoming changes.
 struct StratumRun {
     stratum: usize,
-    original: FxHashMap<usize, FxHashMap<Row, bool>>,
+    seen: FxHashMap<usize, Seen>,
 }
 
 impl StratumRun {
-    fn new(stratum: usize, relations: &[usize]) -> Self {
-        StratumRun { stratum, original: relations.iter().map(|r| (*r, FxHashMap::default())).collect() }
+    fn new(e: &Engine, stratum: usize) -> Self {
+        let seen = e.strata[stratum]
+            .relations
+            .iter()
+            .map(|&r| {
+                let empty = e.relations[r].rows.is_empty()
+                    && e.counts[r].is_empty()
+                    && e.aggregates[r].as_ref().is_none_or(|a| a.groups.is_empty());
+                (r, if empty { Seen::FromEmpty(FxHashSet::default()) } else { Seen::Original(FxHashMap::default()) })
+            })
+            .collect();
+        StratumRun { stratum, seen }
     }
 
     fn counting(
@@ -1012,10 +1032,17 @@ impl StratumRun {
     /// Make visibility changes of the stratum's relations take effect.
     fn show(&mut self, e: &mut Engine, changes: &Changes, journal: &mut Journal) {
         for (&rel, change) in changes {
-            let original = self.original.entry(rel).or_default();
+            let seen = self.seen.entry(rel).or_insert_with(|| Seen::Original(FxHashMap::default()));
             let is_aggregate = e.aggregates[rel].is_some();
             for row in &change.minus {
-                original.entry(row.clone()).or_insert(true);
+                match seen {
+                    Seen::Original(original) => {
+                        original.entry(row.clone()).or_insert(true);
+                    }
+                    Seen::FromEmpty(hidden) => {
+                        hidden.insert(row.clone());
+                    }
+                }
                 if is_aggregate {
                     let (group, _) = e.aggregates[rel].as_ref().expect("aggregate").split(row);
                     e.hide_value(rel, &group, journal);
@@ -1025,7 +1052,9 @@ impl StratumRun {
                 }
             }
             for row in &change.plus {
-                original.entry(row.clone()).or_insert(false);
+                if let Seen::Original(original) = seen {
+                    original.entry(row.clone()).or_insert(false);
+                }
                 if is_aggregate {
                     let (group, value) = e.aggregates[rel].as_ref().expect("aggregate").split(row);
                     e.show_value(rel, &group, value, journal);
@@ -1041,26 +1070,38 @@ impl StratumRun {
 
     fn net_changes(self, e: &mut Engine, keep_all: bool) -> Changes {
         let mut changes: Changes = FxHashMap::default();
-        for (rel, original) in self.original {
-            let touched = match &e.aggregates[rel] {
-                Some(agg) => original.keys().map(|r| agg.split(r).0).collect::<FxHashSet<Row>>().len(),
-                None => original.len(),
-            };
-            e.stats_now[rel][TOUCHED] += touched as u64;
-            let rows = &e.relations[rel].rows;
+        for (rel, seen) in self.seen {
             let keep = keep_all || e.read_later[rel];
             let mut change = Change::default();
-            for (row, was) in original {
-                if keep {
-                    let now = rows.contains(&row);
-                    if !was && now {
-                        change.plus.insert(row.clone());
-                    } else if was && !now {
-                        change.minus.insert(row.clone());
+            let touched: Vec<Row> = match seen {
+                Seen::Original(original) => {
+                    let rows = &e.relations[rel].rows;
+                    for (row, was) in &original {
+                        if keep {
+                            let now = rows.contains(row);
+                            if !was && now {
+                                change.plus.insert(row.clone());
+                            } else if *was && !now {
+                                change.minus.insert(row.clone());
+                            }
+                        }
                     }
+                    original.into_keys().collect()
                 }
-                e.touched[rel].push(row);
-            }
+                Seen::FromEmpty(hidden) => {
+                    let rows = &e.relations[rel].rows;
+                    if keep {
+                        change.plus = rows.clone();
+                    }
+                    rows.iter().cloned().chain(hidden.into_iter().filter(|row| !rows.contains(row))).collect()
+                }
+            };
+            let count = match &e.aggregates[rel] {
+                Some(agg) => touched.iter().map(|r| agg.split(r).0).collect::<FxHashSet<Row>>().len(),
+                None => touched.len(),
+            };
+            e.stats_now[rel][TOUCHED] += count as u64;
+            e.touched[rel].extend(touched);
             if !change.is_empty() {
                 changes.insert(rel, change);
             }
