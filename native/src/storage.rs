@@ -15,9 +15,9 @@ use crate::value::{Ordered, Value};
 /// A thin pointer (8 bytes) to the row's hash, computed once, and its values packed as 8-byte
 /// words: each value's bits (an int, a float's bits, a bool, a string's id), then the values' kinds,
 /// two bits each, 32 to a word. A value as `Value` holds its kind beside its bits in 16 bytes; rows
-/// are most of what an engine holds, so packing them halves it. Every map and set a row enters reads
-/// the stored hash instead of hashing the values again, and rows with different hashes compare
-/// unequal without reading them.
+/// are most of what an engine holds, and packed they take a little over half that. Every map and
+/// set a row enters reads the stored hash instead of hashing the values again, and rows with
+/// different hashes compare unequal without reading them.
 #[derive(Clone)]
 pub struct Row(ThinArc<u64, u64>);
 
