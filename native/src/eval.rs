@@ -78,13 +78,8 @@ fn call_key(function: usize, args: &[Value]) -> CallKey {
     let mut key = CallKey::new();
     key.push(function as u64);
     for value in args {
-        let (tag, bits) = match *value {
-            Value::Int(i) => (0, i as u64),
-            Value::Float(f) => (1, f.to_bits()),
-            Value::Bool(b) => (2, b as u64),
-            Value::Str(s) => (3, s as u64),
-        };
-        key.push(tag);
+        let (kind, bits) = value.parts();
+        key.push(kind as u64);
         key.push(bits);
     }
     key

@@ -31,27 +31,12 @@ fn arity_of(words: usize) -> usize {
 impl Row {
     #[inline]
     pub fn new(values: &[Value]) -> Row {
-        let hash = FxBuildHasher.hash_one(values);
-        let n = values.len();
-        if n <= KINDS_PER_WORD {
-            // the common case, packed in one pass on the stack
-            let mut words = [0u64; KINDS_PER_WORD + 1];
-            let mut kinds = 0u64;
-            for (i, value) in values.iter().enumerate() {
-                let (kind, bits) = value.parts();
-                words[i] = bits;
-                kinds |= (kind as u64) << (2 * i);
-            }
-            words[n] = kinds;
-            let len = if n == 0 { 0 } else { n + 1 };
-            return Row(ThinArc::from_header_and_slice(hash, &words[..len]));
+        // on the stack for rows of up to 15 values, which is nearly every row
+        let mut words: SmallVec<[u64; 16]> = values.iter().map(|v| v.parts().1).collect();
+        for chunk in values.chunks(KINDS_PER_WORD) {
+            words.push(chunk.iter().enumerate().fold(0, |kinds, (i, v)| kinds | (v.parts().0 as u64) << (2 * i)));
         }
-        let mut words: Vec<u64> = values.iter().map(|v| v.parts().1).collect();
-        words.resize(n + n.div_ceil(KINDS_PER_WORD), 0);
-        for (i, value) in values.iter().enumerate() {
-            words[n + i / KINDS_PER_WORD] |= (value.parts().0 as u64) << (2 * (i % KINDS_PER_WORD));
-        }
-        Row(ThinArc::from_header_and_slice(hash, &words))
+        Row(ThinArc::from_header_and_slice(FxBuildHasher.hash_one(values), &words))
     }
 
     /// The number of values.
@@ -343,21 +328,15 @@ pub struct Aggregate {
 
 impl Aggregate {
     pub fn row(&self, group: &Row, value: Value) -> Row {
-        let p = self.position;
-        let values: Key = (0..group.arity() + 1)
-            .map(|i| match i.cmp(&p) {
-                std::cmp::Ordering::Less => group.get(i),
-                std::cmp::Ordering::Equal => value,
-                std::cmp::Ordering::Greater => group.get(i - 1),
-            })
-            .collect();
+        let mut values = group.values();
+        values.insert(self.position, value);
         Row::new(&values)
     }
 
     pub fn split(&self, row: &Row) -> (Row, Value) {
-        let p = self.position;
-        let group: Key = (0..row.arity()).filter(|&i| i != p).map(|i| row.get(i)).collect();
-        (Row::new(&group), row.get(p))
+        let mut group = row.values();
+        let value = group.remove(self.position);
+        (Row::new(&group), value)
     }
 
     pub fn empty_candidates(&self) -> Candidates {
