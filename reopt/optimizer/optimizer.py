@@ -96,7 +96,7 @@ class OptimizerMetrics:
 # What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 13):
 # bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.40 GB,
 # about 48 KB a pair, reached while re-optimizing (optimizing it alone peaks at 461 MB); optimizing
-# JOB 29a alone, 222,882 pairs, peaks at 3.33 GB (15 KB a pair), in 54 s, and re-optimizing it after
+# JOB 29a alone, 222,882 pairs, peaks at 3.33 GB (15 KB a pair), in 54-66 s, and re-optimizing it after
 # one selectivity change at 6.55 GB.
 DEFAULT_MAX_JOIN_PAIRS = 50_000
 
