@@ -16,7 +16,9 @@ use smallvec::SmallVec;
 
 use crate::convert::{repr_row, value_from_py, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
-use crate::storage::{AggFunc, Aggregate, Bucket, Candidates, CountMap, Journal, Key, Relation, Row, Undo, Values};
+use crate::storage::{
+    AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, Undo, Values,
+};
 use crate::value::{arithmetic, compare, fsum, negate, Interner, Ordered, Value, ValueError};
 
 pub const INSERTED: usize = 0;
@@ -25,8 +27,6 @@ pub const UPDATED: usize = 2;
 pub const FIRED: usize = 3;
 pub const TOUCHED: usize = 4;
 pub type Counters = [u64; 5];
-/// The most undo steps whose room is kept from one run to the next (about 3 MB).
-const JOURNAL_KEPT: usize = 1 << 16;
 
 /// Rows that became visible (plus) or invisible (minus) in one step.
 #[derive(Default, Clone)]
@@ -45,7 +45,6 @@ type Changes = FxHashMap<usize, Change>;
 /// Count changes of base relations: (relation, [(row, change)]).
 pub type Pending = Vec<(usize, Vec<(Row, i64)>)>;
 type Outputs = FxHashMap<usize, Out>;
-type KeyIndex = FxHashMap<Box<[Value]>, Vec<Row>>;
 
 /// Results of the function calls made during one run, by function and exact arguments (an int, a
 /// float and a bool that Python deems equal are different arguments here). Functions are pure, and
@@ -148,7 +147,7 @@ pub struct Engine {
     held: Vec<Option<Held>>,     // per stratum: .ordered group changes still held (kept across runs up to a goal)
     calls: CallMemo,
     read_later: Vec<bool>, // per relation: whether a later stratum, a memo or a goal reads its changes
-    journal_buffer: Vec<Undo>, // the last run's journal, emptied, kept for its capacity
+    journal_buffer: Vec<Undo>, // the first chunk of the last run's journal, emptied, kept for its room
 }
 
 impl Engine {
@@ -269,10 +268,9 @@ impl Engine {
                 changed.sort_unstable();
                 self.last_changes = if keep_changes { changes } else { FxHashMap::default() };
                 self.generation += 1;
-                let mut buffer = journal.into_steps();
-                if buffer.capacity() <= JOURNAL_KEPT {
-                    buffer.clear();
-                    self.journal_buffer = buffer;
+                if let Some(mut chunk) = journal.into_steps().into_iter().next() {
+                    chunk.clear();
+                    self.journal_buffer = chunk;
                 }
                 return Ok(changed);
             }
@@ -307,7 +305,7 @@ impl Engine {
         for relation in &mut self.relations {
             relation.rows.clear();
             for index in &mut relation.indexes {
-                index.map.clear();
+                index.clear();
             }
         }
         for counts in &mut self.counts {
@@ -318,28 +316,22 @@ impl Engine {
         }
     }
 
-    fn rollback(&mut self, journal: Vec<Undo>) {
-        for undo in journal.into_iter().rev() {
+    fn rollback(&mut self, journal: Vec<Vec<Undo>>) {
+        for undo in journal.into_iter().rev().flat_map(|chunk| chunk.into_iter().rev()) {
             match undo {
-                Undo::Shown(rel, row) => self.relations[rel].remove(&row),
-                Undo::Hidden(rel, row) => self.relations[rel].add(row),
-                Undo::Count(rel, row, old) => self.counts[rel].set_count(row, old),
-                Undo::Candidate(rel, group, key, old) => {
-                    let agg = self.aggregates[rel].as_mut().expect("aggregate");
-                    if let Candidates::Ordered(m) = &mut agg.group_mut(&group).candidates {
-                        m.set_count(key, old);
-                    }
-                    agg.tidy(&group);
-                }
-                Undo::Counted(rel, group, value, old) => {
-                    let agg = self.aggregates[rel].as_mut().expect("aggregate");
-                    if let Candidates::Counted(m) = &mut agg.group_mut(&group).candidates {
-                        m.set_count(value, old);
+                Undo::Shown(rel, row) => self.relations[rel as usize].remove(&row),
+                Undo::Hidden(rel, row) => self.relations[rel as usize].add(row),
+                Undo::Count(rel, row, old) => self.counts[rel as usize].set_count(row, old),
+                Undo::Candidate(rel, group, value, old) => {
+                    let agg = self.aggregates[rel as usize].as_mut().expect("aggregate");
+                    match &mut agg.group_mut(&group).candidates {
+                        Candidates::Ordered(m) => m.set_count(Ordered::new(value, &self.strings), old),
+                        Candidates::Counted(m) => m.set_count(value, old),
                     }
                     agg.tidy(&group);
                 }
                 Undo::Current(rel, group, old) => {
-                    let agg = self.aggregates[rel].as_mut().expect("aggregate");
+                    let agg = self.aggregates[rel as usize].as_mut().expect("aggregate");
                     agg.group_mut(&group).current = old;
                     agg.tidy(&group);
                 }
@@ -444,11 +436,11 @@ impl Engine {
                 self.set_count(rel, row.clone(), old + delta, journal);
                 if old <= 0 && 0 < old + delta {
                     self.relations[rel].add(row.clone());
-                    journal.record(|| Undo::Shown(rel, row.clone()));
+                    journal.record(|| Undo::Shown(rel as u32, row.clone()));
                     change.plus.insert(row);
                 } else if old + delta <= 0 && 0 < old {
                     self.relations[rel].remove(&row);
-                    journal.record(|| Undo::Hidden(rel, row.clone()));
+                    journal.record(|| Undo::Hidden(rel as u32, row.clone()));
                     change.minus.insert(row);
                 }
             }
@@ -503,13 +495,13 @@ impl Engine {
                 0
             }
         };
-        journal.record(|| Undo::Count(rel, row.clone(), old));
+        journal.record(|| Undo::Count(rel as u32, row.clone(), old));
         Some(old)
     }
 
     fn set_count(&mut self, rel: usize, row: Row, value: i64, journal: &mut Journal) {
         let old = if value != 0 { self.counts[rel].insert(row.clone(), value) } else { self.counts[rel].remove(&row) };
-        journal.record(|| Undo::Count(rel, row, old.unwrap_or(0)));
+        journal.record(|| Undo::Count(rel as u32, row, old.unwrap_or(0)));
     }
 
     fn add_candidate(
@@ -532,7 +524,7 @@ impl Engine {
                         )));
                     }
                 }
-                let old = match m.entry(key.clone()) {
+                let old = match m.entry(key) {
                     Entry::Occupied(mut e) => {
                         let old = *e.get();
                         if old + delta != 0 {
@@ -547,12 +539,12 @@ impl Engine {
                         0
                     }
                 };
-                journal.record(|| Undo::Candidate(rel, group.clone(), key, old));
+                journal.record(|| Undo::Candidate(rel as u32, group.clone(), value, old));
             }
             Candidates::Counted(m) => {
                 let old = m.get(&value).copied().unwrap_or(0);
                 m.set_count(value, old + delta);
-                journal.record(|| Undo::Counted(rel, group.clone(), value, old));
+                journal.record(|| Undo::Candidate(rel as u32, group.clone(), value, old));
             }
         }
         agg.tidy(group);
@@ -580,9 +572,9 @@ impl Engine {
         let agg = self.aggregates[rel].as_mut().expect("aggregate");
         let row = agg.row(group, value);
         let old = agg.group_mut(group).current.replace(value);
-        journal.record(|| Undo::Current(rel, group.clone(), old));
+        journal.record(|| Undo::Current(rel as u32, group.clone(), old));
         self.relations[rel].add(row.clone());
-        journal.record(|| Undo::Shown(rel, row));
+        journal.record(|| Undo::Shown(rel as u32, row));
     }
 
     fn hide_value(&mut self, rel: usize, group: &Row, journal: &mut Journal) {
@@ -593,11 +585,11 @@ impl Engine {
         let Some(value) = g.current.take() else {
             return;
         };
-        journal.record(|| Undo::Current(rel, group.clone(), Some(value)));
+        journal.record(|| Undo::Current(rel as u32, group.clone(), Some(value)));
         let row = agg.row(group, value);
         agg.tidy(group);
         self.relations[rel].remove(&row);
-        journal.record(|| Undo::Hidden(rel, row));
+        journal.record(|| Undo::Hidden(rel as u32, row));
     }
 
     fn current(&self, rel: usize, group: &Row) -> Option<Value> {
@@ -800,7 +792,7 @@ impl StratumRun {
         let mut outputs: Outputs = FxHashMap::default();
         let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, .. } = e;
         let stratum = &strata[self.stratum];
-        let mut show_indexes: FxHashMap<(usize, usize), KeyIndex> = FxHashMap::default();
+        let mut show_indexes: FxHashMap<(usize, usize), Index> = FxHashMap::default();
         for rule in &stratum.rules {
             for plan in &rule.plans {
                 let delta_rel = plan.delta.expect("delta plan");
@@ -818,13 +810,9 @@ impl StratumRun {
                             if !c.minus.is_empty() {
                                 let positions = &relations[rel].indexes[*index].positions;
                                 show_indexes.entry((rel, *index)).or_insert_with(|| {
-                                    let mut m: FxHashMap<Box<[Value]>, Vec<Row>> = FxHashMap::default();
-                                    for row in &c.minus {
-                                        m.entry(positions.iter().map(|&p| row.get(p)).collect())
-                                            .or_default()
-                                            .push(row.clone());
-                                    }
-                                    m
+                                    let mut leaving = Index::new(positions.clone());
+                                    leaving.build(&c.minus);
+                                    leaving
                                 });
                             }
                         }
@@ -1043,7 +1031,7 @@ impl StratumRun {
                     e.hide_value(rel, &group, journal);
                 } else {
                     e.relations[rel].remove(row);
-                    journal.record(|| Undo::Hidden(rel, row.clone()));
+                    journal.record(|| Undo::Hidden(rel as u32, row.clone()));
                 }
             }
             for row in &change.plus {
@@ -1055,7 +1043,7 @@ impl StratumRun {
                     e.show_value(rel, &group, value, journal);
                 } else {
                     e.relations[rel].add(row.clone());
-                    journal.record(|| Undo::Shown(rel, row.clone()));
+                    journal.record(|| Undo::Shown(rel as u32, row.clone()));
                 }
             }
             e.stats_now[rel][INSERTED] += change.plus.len() as u64;
@@ -1403,7 +1391,7 @@ struct View<'a> {
     hidden: Option<&'a FxHashSet<Row>>,
     entering: Option<&'a FxHashSet<Row>>,
     leaving: Option<&'a FxHashSet<Row>>,
-    leaving_index: Option<&'a KeyIndex>,
+    leaving_index: Option<&'a Index>,
 }
 
 impl View<'_> {
@@ -1558,9 +1546,17 @@ impl Exec<'_, '_> {
                         return Err(err);
                     }
                 }
-                if let Some(rows) = v.leaving_index.and_then(|m| m.get(&wanted[..])) {
-                    for row in rows {
-                        self.matched(pattern, row, i, sign, st)?;
+                if let Some(bucket) = v.leaving_index.and_then(|index| index.get(&wanted)) {
+                    let mut failed = None;
+                    bucket.for_each(|row| match self.matched(pattern, row, i, sign, st) {
+                        Ok(()) => true,
+                        Err(err) => {
+                            failed = Some(err);
+                            false
+                        }
+                    });
+                    if let Some(err) = failed {
+                        return Err(err);
                     }
                 }
             }

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use hashbrown::hash_table::{Entry, HashTable};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet, FxHasher};
 use smallvec::SmallVec;
 use triomphe::ThinArc;
 
@@ -113,11 +114,13 @@ impl Values for [Value] {
     }
 }
 
-/// Rows under one index key: a short vector (most keys), a set once it grows, so removal stays
-/// constant time for the keys that hold thousands of rows.
+/// Rows under one index key: one row (a key of a unique index), a short vector (most keys), a set
+/// once it grows, so removal stays constant time for the keys that hold thousands of rows. Never
+/// empty: the index drops a key with its last row.
 pub enum Bucket {
+    One(Row),
     Few(Vec<Row>),
-    Many(FxHashSet<Row>),
+    Many(Box<FxHashSet<Row>>),
 }
 
 const FEW: usize = 16;
@@ -125,13 +128,14 @@ const FEW: usize = 16;
 impl Bucket {
     fn insert(&mut self, row: Row) {
         match self {
+            Bucket::One(first) => *self = Bucket::Few(vec![first.clone(), row]),
             Bucket::Few(rows) => {
                 if rows.len() < FEW {
                     rows.push(row);
                 } else {
                     let mut set: FxHashSet<Row> = rows.drain(..).collect();
                     set.insert(row);
-                    *self = Bucket::Many(set);
+                    *self = Bucket::Many(Box::new(set));
                 }
             }
             Bucket::Many(set) => {
@@ -140,75 +144,131 @@ impl Bucket {
         }
     }
 
-    fn remove(&mut self, row: &Row) {
+    /// Remove `row`; whether the bucket is now empty.
+    fn remove(&mut self, row: &Row) -> bool {
         match self {
+            Bucket::One(only) => only == row,
             Bucket::Few(rows) => {
                 if let Some(i) = rows.iter().position(|r| r == row) {
                     rows.swap_remove(i);
                 }
+                rows.is_empty()
             }
             Bucket::Many(set) => {
                 set.remove(row);
+                set.is_empty()
             }
         }
     }
 
-    fn is_empty(&self) -> bool {
+    /// A row of the bucket: all its rows share their key, so this one stands for it.
+    fn first(&self) -> &Row {
         match self {
-            Bucket::Few(rows) => rows.is_empty(),
-            Bucket::Many(set) => set.is_empty(),
+            Bucket::One(row) => row,
+            Bucket::Few(rows) => &rows[0],
+            Bucket::Many(set) => set.iter().next().expect("buckets are never empty"),
         }
     }
 
     pub fn for_each(&self, mut f: impl FnMut(&Row) -> bool) -> bool {
         match self {
+            Bucket::One(row) => f(row),
             Bucket::Few(rows) => rows.iter().all(&mut f),
             Bucket::Many(set) => set.iter().all(f),
         }
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        match self {
-            Bucket::Few(rows) => rows.clone(),
-            Bucket::Many(set) => set.iter().cloned().collect(),
-        }
+        let mut rows = Vec::new();
+        self.for_each(|row| {
+            rows.push(row.clone());
+            true
+        });
+        rows
     }
 }
 
-/// A hash index, built the first time a plan looks it up in a non-empty relation and maintained
-/// from then on: an index no evaluation reads (a plan that only fires on a change that never comes,
-/// or one that only ever met the relation empty) costs nothing when rows are added.
+/// The hash of an index key, the same whether its values come from a stored row or a lookup.
+fn key_hash(values: impl Iterator<Item = Value>) -> u64 {
+    let mut hasher = FxHasher::default();
+    for value in values {
+        value.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// A hash index on some positions of a relation's rows, built the first time a plan looks it up
+/// in a non-empty relation and maintained from then on: an index no evaluation reads (a plan that
+/// only fires on a change that never comes, or one that only ever met the relation empty) costs
+/// nothing when rows are added. A key is not stored apart from its rows: the table hashes a
+/// bucket's key from the positions of one of its rows, so a key costs no allocation of its own.
 pub struct Index {
     pub positions: Box<[usize]>,
-    pub map: FxHashMap<Box<[Value]>, Bucket>,
+    table: HashTable<Bucket>,
     pub built: bool,
 }
 
 impl Index {
-    fn build(&mut self, rows: &FxHashSet<Row>) {
+    pub fn new(positions: Box<[usize]>) -> Self {
+        Index { positions, table: HashTable::new(), built: false }
+    }
+
+    pub fn build<'r>(&mut self, rows: impl IntoIterator<Item = &'r Row>) {
         for row in rows {
             self.insert(row);
         }
         self.built = true;
     }
 
-    fn insert(&mut self, row: &Row) {
-        let key = key_of(row, &self.positions);
-        match self.map.get_mut(&key[..]) {
-            Some(bucket) => bucket.insert(row.clone()),
-            None => {
-                self.map.insert(Box::from(&key[..]), Bucket::Few(vec![row.clone()]));
+    fn row_hash(positions: &[usize], row: &Row) -> u64 {
+        key_hash(positions.iter().map(|&p| row.get(p)))
+    }
+
+    fn same_key(positions: &[usize], a: &Row, b: &Row) -> bool {
+        positions.iter().all(|&p| a.get(p) == b.get(p))
+    }
+
+    pub fn insert(&mut self, row: &Row) {
+        let positions = &self.positions;
+        let hash = Self::row_hash(positions, row);
+        match self.table.entry(
+            hash,
+            |bucket| Self::same_key(positions, bucket.first(), row),
+            |bucket| Self::row_hash(positions, bucket.first()),
+        ) {
+            Entry::Occupied(mut entry) => entry.get_mut().insert(row.clone()),
+            Entry::Vacant(entry) => {
+                entry.insert(Bucket::One(row.clone()));
             }
         }
+    }
+
+    pub fn remove(&mut self, row: &Row) {
+        let positions = &self.positions;
+        let hash = Self::row_hash(positions, row);
+        if let Ok(mut entry) = self.table.find_entry(hash, |bucket| Self::same_key(positions, bucket.first(), row)) {
+            if entry.get_mut().remove(row) {
+                entry.remove();
+            }
+        }
+    }
+
+    /// The rows whose values at the index's positions are `key`.
+    pub fn get(&self, key: &[Value]) -> Option<&Bucket> {
+        let positions = &self.positions;
+        self.table.find(key_hash(key.iter().copied()), |bucket| {
+            let row = bucket.first();
+            positions.iter().zip(key).all(|(&p, value)| row.get(p) == *value)
+        })
+    }
+
+    pub fn clear(&mut self) {
+        self.table.clear();
     }
 }
 
 /// Values on the stack: index keys (one to three values) and head rows (up to ten).
 pub type Key = SmallVec<[Value; 10]>;
-
-fn key_of(row: &Row, positions: &[usize]) -> Key {
-    positions.iter().map(|&p| row.get(p)).collect()
-}
 
 /// The visible rows of one relation.
 pub struct Relation {
@@ -219,10 +279,7 @@ pub struct Relation {
 
 impl Relation {
     pub fn new(arity: usize, patterns: &[Vec<usize>]) -> Self {
-        let indexes = patterns
-            .iter()
-            .map(|p| Index { positions: p.clone().into_boxed_slice(), map: FxHashMap::default(), built: false })
-            .collect();
+        let indexes = patterns.iter().map(|p| Index::new(p.clone().into_boxed_slice())).collect();
         Relation { arity, rows: FxHashSet::default(), indexes }
     }
 
@@ -235,8 +292,7 @@ impl Relation {
         let id = match self.index_id(positions) {
             Some(id) => id,
             None => {
-                let positions = positions.to_vec().into_boxed_slice();
-                self.indexes.push(Index { positions, map: FxHashMap::default(), built: false });
+                self.indexes.push(Index::new(positions.to_vec().into_boxed_slice()));
                 self.indexes.len() - 1
             }
         };
@@ -258,7 +314,7 @@ impl Relation {
     pub fn get(&self, index: usize, key: &[Value]) -> Option<&Bucket> {
         let index = &self.indexes[index];
         debug_assert!(index.built || self.rows.is_empty(), "lookup on an index that was not prepared");
-        index.map.get(key)
+        index.get(key)
     }
 
     pub fn add(&mut self, row: Row) {
@@ -276,13 +332,7 @@ impl Relation {
             return;
         }
         for index in self.indexes.iter_mut().filter(|i| i.built) {
-            let key = key_of(row, &index.positions);
-            if let Some(bucket) = index.map.get_mut(&key[..]) {
-                bucket.remove(row);
-                if bucket.is_empty() {
-                    index.map.remove(&key[..]);
-                }
-            }
+            index.remove(row);
         }
     }
 }
@@ -387,15 +437,21 @@ impl<K: std::hash::Hash + Eq> CountMap<K> for FxHashMap<K, i64> {
     }
 }
 
-/// One undo step; a failed run replays the journal backwards.
+/// One undo step; a failed run replays the journal backwards. Relations are numbered by `u32` and
+/// a candidate is kept as its value, so that a step is 40 bytes: a re-optimization journals
+/// several steps for every alternative it re-costs.
 pub enum Undo {
-    Shown(usize, Row),
-    Hidden(usize, Row),
-    Count(usize, Row, i64),
-    Candidate(usize, Row, Ordered, i64),
-    Counted(usize, Row, Value, i64),
-    Current(usize, Row, Option<Value>),
+    Shown(u32, Row),
+    Hidden(u32, Row),
+    Count(u32, Row, i64),
+    Candidate(u32, Row, Value, i64),
+    Current(u32, Row, Option<Value>),
 }
+
+/// Steps per journal chunk (80 KB, under the allocator's threshold for mapping memory). A journal
+/// of fixed chunks never copies itself to grow and never holds room for twice its steps, as one
+/// doubling vector does, which at the peak of a large re-optimization was tens of megabytes.
+const CHUNK: usize = 2048;
 
 /// The undo steps of one run. A run that starts from an empty state keeps none: undoing it is
 /// clearing everything, and an initial load journals as many steps as it derives rows.
@@ -403,24 +459,31 @@ pub enum Undo {
 /// `fail_after` injects a failure for tests: the journal panics once that many state changes have
 /// been made, as a bug in the core would, so that rollback is tested at every step of a run.
 pub struct Journal {
-    steps: Vec<Undo>,
+    chunks: Vec<Vec<Undo>>,
     enabled: bool,
     fail_after: Option<u64>,
 }
 
 impl Journal {
-    /// A journal writing into `steps` (empty; passing the last run's buffer back saves growing
-    /// it again, since a re-evaluation journals thousands of steps).
-    pub fn new(steps: Vec<Undo>, enabled: bool, fail_after: Option<u64>) -> Self {
-        debug_assert!(steps.is_empty());
-        Journal { steps, enabled, fail_after }
+    /// A journal whose first chunk is `first` (empty; passing the last run's first chunk back saves
+    /// allocating it again).
+    pub fn new(first: Vec<Undo>, enabled: bool, fail_after: Option<u64>) -> Self {
+        debug_assert!(first.is_empty());
+        Journal { chunks: vec![first], enabled, fail_after }
     }
 
     /// Record one state change; the step is built only when journaling, since a run from an empty
     /// state changes as much but keeps nothing (building steps would clone every row it touches).
     pub fn record(&mut self, step: impl FnOnce() -> Undo) {
         if self.enabled {
-            self.steps.push(step());
+            let last = self.chunks.last_mut().expect("a journal has a chunk");
+            if last.len() < CHUNK {
+                last.push(step());
+            } else {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(step());
+                self.chunks.push(chunk);
+            }
         }
         if let Some(left) = self.fail_after.as_mut() {
             if *left == 0 {
@@ -434,8 +497,9 @@ impl Journal {
         self.enabled
     }
 
-    pub fn into_steps(self) -> Vec<Undo> {
-        self.steps
+    /// The steps in the order they were made, in chunks.
+    pub fn into_steps(self) -> Vec<Vec<Undo>> {
+        self.chunks
     }
 }
 
