@@ -1529,35 +1529,15 @@ impl Exec<'_, '_> {
                 self.values(key, st, &mut wanted)?;
                 let v = &self.views[*view];
                 if let Some(bucket) = v.rel.get(*index, &wanted) {
-                    let mut failed = None;
-                    bucket.for_each(|row| {
+                    bucket.try_for_each(|row| {
                         if v.excluded(row) {
-                            return true;
+                            return Ok(());
                         }
-                        match self.matched(pattern, row, i, sign, st) {
-                            Ok(()) => true,
-                            Err(err) => {
-                                failed = Some(err);
-                                false
-                            }
-                        }
-                    });
-                    if let Some(err) = failed {
-                        return Err(err);
-                    }
+                        self.matched(pattern, row, i, sign, st)
+                    })?;
                 }
                 if let Some(bucket) = v.leaving_index.and_then(|index| index.get(&wanted)) {
-                    let mut failed = None;
-                    bucket.for_each(|row| match self.matched(pattern, row, i, sign, st) {
-                        Ok(()) => true,
-                        Err(err) => {
-                            failed = Some(err);
-                            false
-                        }
-                    });
-                    if let Some(err) = failed {
-                        return Err(err);
-                    }
+                    bucket.try_for_each(|row| self.matched(pattern, row, i, sign, st))?;
                 }
             }
             Step::Scan { view, pattern } => {

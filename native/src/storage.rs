@@ -170,21 +170,20 @@ impl Bucket {
         }
     }
 
-    pub fn for_each(&self, mut f: impl FnMut(&Row) -> bool) -> bool {
+    pub fn try_for_each<E>(&self, mut f: impl FnMut(&Row) -> Result<(), E>) -> Result<(), E> {
         match self {
             Bucket::One(row) => f(row),
-            Bucket::Few(rows) => rows.iter().all(&mut f),
-            Bucket::Many(set) => set.iter().all(f),
+            Bucket::Few(rows) => rows.iter().try_for_each(f),
+            Bucket::Many(set) => set.iter().try_for_each(f),
         }
     }
 
     pub fn rows(&self) -> Vec<Row> {
-        let mut rows = Vec::new();
-        self.for_each(|row| {
-            rows.push(row.clone());
-            true
-        });
-        rows
+        match self {
+            Bucket::One(row) => vec![row.clone()],
+            Bucket::Few(rows) => rows.clone(),
+            Bucket::Many(set) => set.iter().cloned().collect(),
+        }
     }
 }
 
