@@ -225,6 +225,26 @@ def test_update_reports_weight_change_in_shortest_paths():
     assert engine.rows("dist") == {(1, 0), (2, 5.0), (3, 6.0)}
 
 
+def test_updated_rows_move_every_derivation_from_their_old_values_to_their_new_ones():
+    # the new row may spell the key differently (1.0 for 1), and a row the rule's constant rejects
+    # derives nothing, before or after
+    calls = []
+    engine = engine_for(
+        ".input size(k, n, unit).\n.input edge(k, j).\n.function Fn_cost(n) -> (c).\n"
+        'cost(k, j, c) :- size(k, n, "rows"), edge(k, j), Fn_cost(n, c).',
+        {"Fn_cost": lambda n: calls.append(n) or [(n * 10,)]})
+    engine.insert("size", [(1, 2, "rows"), (2, 5, "rows"), (1, 9, "bytes")])
+    engine.insert("edge", [(1, "x"), (1, "y"), (2, "x")])
+    engine.run()
+    engine.update("size", old=(1, 2, "rows"), new=(1.0, 3, "rows"))
+    engine.update("size", old=(1, 9, "bytes"), new=(1, 8, "bytes"))
+    calls.clear()
+    delta = engine.run()["cost"]
+    assert engine.counts("cost") == {(1, "x", 30): 1, (1, "y", 30): 1, (2, "x", 50): 1}
+    assert (delta.deleted, delta.inserted) == ({(1, "x", 20), (1, "y", 20)}, {(1, "x", 30), (1, "y", 30)})
+    assert 8 not in calls and 9 not in calls
+
+
 def test_python_backend_values_may_be_tuples_and_frozensets(backend):
     if backend != "python":
         pytest.skip("the Python backend holds any hashable value; the native one is tested below")
