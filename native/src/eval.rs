@@ -46,14 +46,14 @@ type Changes = FxHashMap<usize, Change>;
 pub type Pending = Vec<(usize, Vec<(Row, i64)>)>;
 type Outputs = FxHashMap<usize, Out>;
 
-/// Results of the function calls made during one run, by function and exact arguments (an int, a
-/// float and a bool that Python deems equal are different arguments here). Functions are pure, and
-/// a run asks for the same scalar call many times: the optimizer's cost of one join under each
-/// property its parent may want, and a retraction recomputing what an insertion computed in the
-/// same run. Only results of at most one row are kept: a call returning many rows enumerates, its
-/// rows already live in the relation they derive, and it is rarely asked twice in a run (the
-/// optimizer's 242 splits of Q5 are 242 distinct calls), while keeping them all run long held 12-13%
-/// of the peak memory of a JOB optimization. Cleared after every run.
+/// Results of the function calls made while one stratum is evaluated, by function and exact
+/// arguments (an int, a float and a bool that Python deems equal are different arguments here).
+/// Functions are pure, and a stratum asks for the same scalar call many times: the optimizer's
+/// cost of one join under each property its parent may want, and a retraction recomputing what an
+/// insertion computed in the same run. Only results of at most one row are kept: a call returning
+/// many rows enumerates, its rows already live in the relation they derive, and it is rarely asked
+/// twice (the optimizer's 242 splits of Q5 are 242 distinct calls), while keeping them all held
+/// 12-13% of the peak memory of a JOB optimization. Cleared after every stratum's evaluation.
 type CallMemo = FxHashMap<Box<[u64]>, Arc<CallRows>>;
 
 /// A function call's result rows, their values laid end to end (one allocation per call, not per
@@ -467,6 +467,8 @@ impl Engine {
                 // the stratum's plans read only its inputs' changes (its own relations have none yet)
                 run.counting(self, py, &changes, seed, false, journal)?;
             }
+            // a stratum's calls are its own rules': later strata would not find them
+            self.calls = FxHashMap::default();
             changes.extend(run.net_changes(self, keep_changes));
         }
         Ok(changes)
