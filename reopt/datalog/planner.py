@@ -3,8 +3,8 @@
 For a rule ``H :- B1, ..., Bn`` and a change to the relation of atom ``Bi``, the change of ``H`` is
 ``B1'..B(i-1)' dBi B(i+1)..Bn``: atoms before ``i`` read the relation's new contents, atoms after it
 the old ones, which counts every derivation exactly once. Each (rule, i) becomes one ``Plan``: a
-greedy join order that starts from the delta tuple (filters first, then bound lookups and functions,
-scans last), written as a list of steps over numbered variable slots.
+greedy join order that starts from the delta tuple (filters first, then bound lookups, those with
+the largest share of their columns bound first, then functions, scans last), written as a list of steps over numbered variable slots.
 
 Plans are plain tuples so that they cross to the native core unchanged; this module is the one
 place that decides how a rule is evaluated, and ``pycompile`` and the Rust crate only execute it.
@@ -201,7 +201,8 @@ def _assign_target(term, bound: set[str]) -> bool:
 
 
 def _pick(remaining, bound: set[str], functions: dict[str, FunctionDecl]):
-    """The next literal to evaluate: filters first, then bound lookups, functions, and scans last."""
+    """The next literal to evaluate: filters first, then bound lookups (the larger the share of the
+    atom bound, the sooner), functions, and scans last."""
     best = None
     for index, literal in remaining:
         if isinstance(literal, Comparison):
@@ -228,7 +229,9 @@ def _pick(remaining, bound: set[str], functions: dict[str, FunctionDecl]):
             if n_bound == len(literal.args):
                 score = (2, 0)
             elif n_bound:
-                score = (3, -n_bound)
+                # the share of columns bound, not their number: a constant such as a plan's kind
+                # narrows little, and a short atom bound on its key finds few rows
+                score = (3, -n_bound / len(literal.args))
             else:
                 score = (5, 0)
             kind = "atom"
