@@ -93,11 +93,11 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
-# What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 13):
-# bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.40 GB,
-# about 48 KB a pair, reached while re-optimizing (optimizing it alone peaks at 461 MB); optimizing
-# JOB 29a alone, 222,882 pairs, peaks at 3.33 GB (15 KB a pair), in 54-66 s, and re-optimizing it after
-# one selectivity change at 6.55 GB.
+# What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 14):
+# bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.17 GB,
+# about 40 KB a pair, reached while re-optimizing (optimizing it alone peaks at 452 MB); optimizing
+# JOB 29a alone, 222,882 pairs, peaks at 3.24 GB (15 KB a pair), in 54-66 s across sessions, and
+# re-optimizing it after one selectivity change at 5.16 GB.
 DEFAULT_MAX_JOIN_PAIRS = 50_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
@@ -132,7 +132,7 @@ class OptimizerConfig:
     backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
     # The largest plan space accepted, in connected splits (pairs of sub-expressions joined): a query
     # with more raises QueryTooLargeError before anything is built. None: no limit (the declarative
-    # optimizer's peak is about 15 KB a pair optimizing, up to 50 KB re-optimizing).
+    # optimizer's peak is about 15 KB a pair optimizing, up to 40 KB re-optimizing).
     max_join_pairs: int | None = DEFAULT_MAX_JOIN_PAIRS
     goal_bound: bool = True
 
