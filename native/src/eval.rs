@@ -137,10 +137,8 @@ pub struct Engine {
     pub stats_last: Vec<Counters>,
     pub stats_total: Vec<Counters>,
     stats_now: Vec<Counters>,
-    // rows whose visibility changed during the run, per relation; a row may be listed more than once
-    // (once per pass that touched it), and readers take the set
-    touched: Vec<Vec<Row>>,
-    pub last_touched: Vec<Vec<Row>>,
+    touched: Vec<Touched>,
+    pub last_touched: Vec<Touched>,
     pub last_changes: Changes,
     pub generation: u64,
     pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
@@ -194,8 +192,8 @@ impl Engine {
             stats_last: vec![[0; 5]; n],
             stats_total: vec![[0; 5]; n],
             stats_now: vec![[0; 5]; n],
-            touched: vec![Vec::new(); n],
-            last_touched: vec![Vec::new(); n],
+            touched: (0..n).map(|_| Touched::default()).collect(),
+            last_touched: (0..n).map(|_| Touched::default()).collect(),
             last_changes: FxHashMap::default(),
             generation: 0,
             fail_after: None,
@@ -249,8 +247,9 @@ impl Engine {
         for counters in &mut self.stats_now {
             *counters = [0; 5];
         }
-        for set in &mut self.touched {
-            set.clear();
+        for touched in &mut self.touched {
+            touched.rows.clear();
+            touched.every_visible = false;
         }
         let held_before = self.held.clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, keep_changes, &mut journal)));
@@ -648,6 +647,16 @@ fn compose(changes: &mut Changes, later: Changes) {
             changes.remove(&rel);
         }
     }
+}
+
+/// The rows of one relation whose visibility changed in the last run: those listed (a row may be
+/// listed more than once, once per pass that touched it; readers take the set), and, when the
+/// relation held nothing before the run, every row visible after it. Those are not copied: nothing
+/// changes a relation between runs (a failed run restores it), and on JOB 29a they are millions.
+#[derive(Default)]
+pub struct Touched {
+    pub rows: Vec<Row>,
+    pub every_visible: bool,
 }
 
 /// What a stratum's run remembers of one relation to report its net change and its touched rows.
@@ -1058,9 +1067,12 @@ impl StratumRun {
         for (rel, seen) in self.seen {
             let keep = keep_all || e.read_later[rel];
             let mut change = Change::default();
-            let touched: Vec<Row> = match seen {
+            let touched = &mut e.touched[rel];
+            let rows = &e.relations[rel].rows;
+            let listed = touched.rows.len();
+            let from_empty = matches!(seen, Seen::FromEmpty(_));
+            match seen {
                 Seen::Original(original) => {
-                    let rows = &e.relations[rel].rows;
                     for (row, was) in &original {
                         if keep {
                             let now = rows.contains(row);
@@ -1071,22 +1083,26 @@ impl StratumRun {
                             }
                         }
                     }
-                    original.into_keys().collect()
+                    touched.rows.extend(original.into_keys());
                 }
                 Seen::FromEmpty(hidden) => {
-                    let rows = &e.relations[rel].rows;
                     if keep {
                         change.plus = rows.clone();
                     }
-                    rows.iter().cloned().chain(hidden.into_iter().filter(|row| !rows.contains(row))).collect()
+                    touched.every_visible = true;
+                    touched.rows.extend(hidden.into_iter().filter(|row| !rows.contains(row)));
                 }
-            };
+            }
+            let added = &touched.rows[listed..];
+            let visible = if from_empty { rows.len() } else { 0 };
             let count = match &e.aggregates[rel] {
-                Some(agg) => touched.iter().map(|r| agg.split(r).0).collect::<FxHashSet<Row>>().len(),
-                None => touched.len(),
+                Some(agg) => {
+                    let shown = rows.iter().take(visible);
+                    shown.chain(added).map(|r| agg.split(r).0).collect::<FxHashSet<Row>>().len()
+                }
+                None => visible + added.len(),
             };
             e.stats_now[rel][TOUCHED] += count as u64;
-            e.touched[rel].extend(touched);
             if !change.is_empty() {
                 changes.insert(rel, change);
             }

@@ -141,7 +141,11 @@ impl Core {
     }
 
     fn touched_rows<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<Bound<'py, PySet>> {
-        let rows = self.engine.last_touched[rel].to_vec();
+        let touched = &self.engine.last_touched[rel];
+        let mut rows = touched.rows.clone();
+        if touched.every_visible {
+            rows.extend(self.engine.relations[rel].rows.iter().cloned());
+        }
         self.rows_to_set(py, rows)
     }
 
