@@ -466,7 +466,8 @@ impl Engine {
                 // the stratum's plans read only its inputs' changes (its own relations have none yet)
                 run.counting(self, py, &changes, seed, false, journal)?;
             }
-            // a stratum's calls are its own rules': later strata would not find them
+            // not kept for later strata: a call they repeat is asked of Python again (functions are
+            // pure), and the memo would otherwise be held through the net changes below
             self.calls = FxHashMap::default();
             changes.extend(run.net_changes(self, keep_changes));
         }

@@ -4,7 +4,8 @@ For a rule ``H :- B1, ..., Bn`` and a change to the relation of atom ``Bi``, the
 ``B1'..B(i-1)' dBi B(i+1)..Bn``: atoms before ``i`` read the relation's new contents, atoms after it
 the old ones, which counts every derivation exactly once. Each (rule, i) becomes one ``Plan``: a
 greedy join order that starts from the delta tuple (filters first, then bound lookups, those with
-the largest share of their columns bound first, then functions, scans last), written as a list of steps over numbered variable slots.
+the largest share of their columns bound first, then functions, scans last), written as a list of
+steps over numbered variable slots.
 
 Plans are plain tuples so that they cross to the native core unchanged; this module is the one
 place that decides how a rule is evaluated, and ``pycompile`` and the Rust crate only execute it.

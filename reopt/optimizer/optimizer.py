@@ -96,7 +96,7 @@ class OptimizerMetrics:
 # What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 14):
 # bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.17 GB,
 # about 40 KB a pair, reached while re-optimizing (optimizing it alone peaks at 452 MB); optimizing
-# JOB 29a alone, 222,882 pairs, peaks at 3.24 GB (15 KB a pair), in 54-66 s across sessions, and
+# JOB 29a alone, 222,882 pairs, peaks at 3.1-3.2 GB (14 KB a pair), in 54-66 s across sessions, and
 # re-optimizing it after one selectivity change at 5.16 GB.
 DEFAULT_MAX_JOIN_PAIRS = 50_000
 
