@@ -152,6 +152,23 @@ def test_an_engine_in_a_reference_cycle_through_its_functions_is_collected():
     assert gone() is None
 
 
+
+def test_engines_of_one_program_share_no_state():
+    # The native core compiles a program once for every engine that runs it; each engine must
+    # still have its own rows, counts, aggregates and strings.
+    program = Program.parse('.input e(g, s).\nm(g, min<s>) :- e(g, s).\ntagged(g) :- e(g, "x").', "t.dl")
+    first, second = Engine(program), Engine(program)
+    first.insert("e", [(1, "x"), (1, "b")])
+    second.insert("e", [(1, "y"), (2, "x")])
+    first.run()
+    second.run()
+    assert first.rows("m") == {(1, "b")} and first.rows("tagged") == {(1,)}
+    assert second.rows("m") == {(1, "y"), (2, "x")} and second.rows("tagged") == {(2,)}
+    first.delete("e", [(1, "x")])
+    first.run()
+    assert first.rows("tagged") == set() and second.rows("tagged") == {(2,)}
+    assert Engine(program).rows("e") == set()
+
 def test_function_with_no_outputs_may_return_a_bool():
     engine = engine_for(".input num(n).\n.function even(n) -> ().\nev(n) :- num(n), even(n).",
                         {"even": lambda n: n % 2 == 0})

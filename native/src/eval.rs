@@ -124,11 +124,11 @@ pub struct Function {
 }
 
 pub struct Engine {
-    pub rels: Vec<RelationInfo>,
+    pub rels: Arc<Vec<RelationInfo>>,
     pub relations: Vec<Relation>,
     pub counts: Vec<FxHashMap<Row, i64>>,
     pub aggregates: Vec<Option<Aggregate>>,
-    pub strata: Vec<Stratum>,
+    pub strata: Arc<Vec<Stratum>>,
     pub functions: Vec<Function>,
     pub strings: Interner,
     pub pystrings: PyStrings,
@@ -150,8 +150,8 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(
-        rels: Vec<RelationInfo>,
-        strata: Vec<Stratum>,
+        rels: Arc<Vec<RelationInfo>>,
+        strata: Arc<Vec<Stratum>>,
         functions: Vec<Function>,
         strings: Interner,
         max_rounds: u64,
@@ -160,7 +160,7 @@ impl Engine {
         let n = rels.len();
         let held = strata.iter().map(|_| None).collect();
         let mut read_later = vec![false; n];
-        for stratum in &strata {
+        for stratum in strata.iter() {
             for &rel in &stratum.inputs {
                 read_later[rel] = true;
             }
@@ -168,7 +168,7 @@ impl Engine {
                 read_later[goal] = true;
             }
         }
-        for info in &rels {
+        for info in rels.iter() {
             if let Some(source) = info.memo_of {
                 read_later[source] = true;
             }

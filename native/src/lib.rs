@@ -17,10 +17,11 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict, PySet};
 use pyo3::PyTraverseError;
+use std::sync::Arc;
 
 use convert::row_from_py;
 use eval::{Engine, Failure, Function};
-use program::{read_relation, Reader};
+use program::{read_relation, Compiled, Reader};
 use storage::Row;
 use value::Interner;
 
@@ -34,6 +35,33 @@ create_exception!(
     PyException,
     "A rule failed; args: (rule id, exception type name, message, Python exception or None)."
 );
+
+/// A compiled program, read once and shared by every core that runs it: an optimizer builds an
+/// engine per query, and reading the program's plans took a quarter of a small query's optimization.
+#[pyclass(module = "reopt.datalog._native", frozen)]
+struct Program {
+    compiled: Compiled,
+}
+
+#[pymethods]
+impl Program {
+    #[new]
+    fn new(relations: &Bound<'_, PyAny>, strata: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mut rels = Vec::new();
+        for item in relations.try_iter()? {
+            rels.push(read_relation(&item?)?);
+        }
+        let mut strings = Interner::default();
+        let patterns: Vec<Vec<Vec<usize>>> = rels.iter().map(|r| r.patterns.clone()).collect();
+        let index_of = move |rel: usize, positions: &[usize]| patterns.get(rel)?.iter().position(|p| p == positions);
+        let mut reader = Reader { strings: &mut strings, index_of: &index_of };
+        let mut compiled = Vec::new();
+        for item in strata.try_iter()? {
+            compiled.push(reader.stratum(&item?)?);
+        }
+        Ok(Program { compiled: Compiled { rels: Arc::new(rels), strata: Arc::new(compiled), strings } })
+    }
+}
 
 /// One engine's state on the native backend.
 #[pyclass(module = "reopt.datalog._native")]
@@ -71,27 +99,17 @@ impl Core {
 #[pymethods]
 impl Core {
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
-        relations: &Bound<'_, PyAny>,
+        program: &Program,
         function_names: Vec<String>,
         callables: Vec<PyObject>,
         outputs: Vec<usize>,
-        strata: &Bound<'_, PyAny>,
         max_rounds: u64,
         max_passes: u64,
     ) -> PyResult<Self> {
-        let mut rels = Vec::new();
-        for item in relations.try_iter()? {
-            rels.push(read_relation(&item?)?);
-        }
-        let mut strings = Interner::default();
-        let patterns: Vec<Vec<Vec<usize>>> = rels.iter().map(|r| r.patterns.clone()).collect();
-        let index_of = move |rel: usize, positions: &[usize]| patterns.get(rel)?.iter().position(|p| p == positions);
-        let mut reader = Reader { strings: &mut strings, index_of: &index_of };
-        let mut compiled = Vec::new();
-        for item in strata.try_iter()? {
-            compiled.push(reader.stratum(&item?)?);
+        let compiled = &program.compiled;
+        if function_names.len() != callables.len() || callables.len() != outputs.len() {
+            return Err(PyValueError::new_err("one name, callable and output count per function"));
         }
         let functions = function_names
             .into_iter()
@@ -99,7 +117,16 @@ impl Core {
             .zip(outputs)
             .map(|((name, callable), outputs)| Function { name, callable: Some(callable), outputs })
             .collect();
-        Ok(Core { engine: Engine::new(rels, compiled, functions, strings, max_rounds, max_passes) })
+        Ok(Core {
+            engine: Engine::new(
+                compiled.rels.clone(),
+                compiled.strata.clone(),
+                functions,
+                compiled.strings.clone(),
+                max_rounds,
+                max_passes,
+            ),
+        })
     }
 
     /// Propagate `deltas` (relation id, [(row, count change)]); the ids of relations that changed.
@@ -255,6 +282,7 @@ impl Core {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_class::<Program>()?;
     m.add_class::<Core>()?;
     m.add("CoreError", py.get_type::<CoreError>())?;
     m.add("RuleError", py.get_type::<RuleError>())?;

@@ -1,6 +1,8 @@
 //! The compiled program the Python front end hands over (see `reopt/datalog/planner.py` for the
 //! tuple format), read once into Rust structures.
 
+use std::sync::Arc;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyTuple};
@@ -85,6 +87,14 @@ pub struct Stratum {
     pub rules: Vec<Rule>,
     pub ordered: Vec<usize>, // .ordered min aggregates, whose group changes are held and released in value order
     pub goals: Vec<(usize, usize)>, // (.ordered aggregate, the relation listing its goal groups)
+}
+
+/// What the front end compiled, as the core reads it: relations, strata, and the strings their
+/// constants name (each engine starts its own string table from these).
+pub struct Compiled {
+    pub rels: Arc<Vec<RelationInfo>>,
+    pub strata: Arc<Vec<Stratum>>,
+    pub strings: Interner,
 }
 
 pub struct RelationInfo {

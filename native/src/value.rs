@@ -154,7 +154,7 @@ impl Hash for Value {
 }
 
 /// Per-engine string table; ids are never reused, so a `Value::Str` stays valid for the engine's life.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Interner {
     strings: Vec<Arc<str>>,
     ids: FxHashMap<Arc<str>, u32>,

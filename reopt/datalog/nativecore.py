@@ -8,8 +8,9 @@ when the core itself fails (a Rust panic is caught there, never reaching the pro
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from .errors import DatalogError, EvaluationError
 from .program import Program
@@ -69,6 +70,28 @@ def compiled_program(program: Program) -> tuple:
     return tuple(names), relations, tuple(functions), tuple(strata), rules
 
 
+class _Compiled(NamedTuple):
+    names: tuple[str, ...]
+    ids: dict[str, int]  # read only
+    functions: tuple[str, ...]
+    rules: list  # the rules by id, for error messages
+    core_program: Any  # _native.Program, shared by every core that runs the program
+
+
+# A program is compiled for the core once, however many engines run it (an optimizer makes one per
+# query); the entry goes with the program.
+_COMPILED: "weakref.WeakKeyDictionary[Program, _Compiled]" = weakref.WeakKeyDictionary()
+
+
+def _compiled(program: Program) -> _Compiled:
+    compiled = _COMPILED.get(program)
+    if compiled is None:
+        names, relations, functions, strata, rules = compiled_program(program)
+        compiled = _COMPILED[program] = _Compiled(
+            names, {name: i for i, name in enumerate(names)}, functions, rules, _native.Program(relations, strata))
+    return compiled
+
+
 def _plan(plan, ids: dict[str, int], functions: list[str]) -> tuple:
     views = tuple((ids[rel], mode == "old") for rel, mode, _how, _pos in plan.views)
     fns = tuple(functions.index(name) for name in plan.functions)
@@ -89,12 +112,13 @@ class NativeCore:
                 f"({_IMPORT_ERROR}); reinstall with a Rust toolchain present, or use backend='python'"
             )
         self.program = program
-        names, relations, fn_names, strata, self._rules = compiled_program(program)
-        self._names = names
-        self._ids = {name: i for i, name in enumerate(names)}
-        callables = tuple(functions[name] for name in fn_names)
-        outputs = tuple(len(program.functions[name].outputs) for name in fn_names)
-        self._core = _native.Core(relations, fn_names, callables, outputs, strata, max_rounds, max_passes)
+        compiled = _compiled(program)
+        self._rules = compiled.rules
+        self._names = compiled.names
+        self._ids = compiled.ids
+        callables = tuple(functions[name] for name in compiled.functions)
+        outputs = tuple(len(program.functions[name].outputs) for name in compiled.functions)
+        self._core = _native.Core(compiled.core_program, compiled.functions, callables, outputs, max_rounds, max_passes)
 
     @staticmethod
     def unsupported(value: Any) -> str | None:
