@@ -160,6 +160,19 @@ def test_bad_delta_raises_and_leaves_the_optimizer_unchanged(q3, delta, message)
     assert (after.cost, after.key()) == (before_plan.cost, before_plan.key())
 
 
+def test_applying_a_delta_leaves_the_catalog_it_applies_to_as_it_was(q3):
+    # the new catalog shares the tables no change touches; a changed table must be a new object
+    catalog = reopt.Catalog.tpch(1)
+    before = catalog.copy()
+    delta = (reopt.DeltaStats.table("orders", rows=10, width=7) + reopt.DeltaStats.cost_factor("scan", 2)
+             + reopt.DeltaStats.selectivity("c_custkey = o_custkey", 0.5))
+    after = delta.apply(catalog, q3.query)
+    assert catalog == before
+    assert (after.table("orders").rows, after.table("orders").width) == (10, 7)
+    assert after.cost_factors["scan"] == 2 and "scan" not in catalog.cost_factors
+    assert after.selectivities == {"customer.c_custkey = orders.o_custkey": 0.5} and not catalog.selectivities
+
+
 def test_statistics_at_their_largest_keep_every_cost_finite_and_exact(q3):
     delta = (reopt.DeltaStats.table("lineitem", rows=1e18, width=1e18)
              + reopt.DeltaStats.table("orders", rows=1e18, width=1e18) + reopt.DeltaStats.cost_factor("scan", 1e18))
