@@ -33,22 +33,53 @@ pub fn value_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<V
     Err(format!("a value of type '{type_name}' (the native backend holds ints, floats, strings and bools)"))
 }
 
-pub fn row_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<Row, String> {
+pub fn row_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner, pystrings: &mut PyStrings) -> Result<Row, String> {
     let mut values = Vec::new();
     for item in obj.try_iter().map_err(|e| e.to_string())? {
         let item = item.map_err(|e| e.to_string())?;
-        values.push(value_from_py(&item, strings)?);
+        values.push(pystrings.value(&item, strings)?);
     }
     Ok(Row::new(&values))
 }
 
-/// Python string objects for interned strings, made once each.
+/// Slots of the cache of string objects already interned (a power of two).
+const SEEN_SLOTS: usize = 256;
+
+/// Strings both ways: Python string objects for interned strings, made once each, and the ids of
+/// string objects seen coming in. Functions hand the same objects over again and again (the
+/// optimizer's split returns its operators and properties as shared constants, thousands of times
+/// a run), and a seen object's id is found by its address instead of by hashing its text.
 #[derive(Default)]
 pub struct PyStrings {
     cache: Vec<Option<Py<PyString>>>,
+    seen: Vec<Option<(Py<PyString>, u32)>>,
 }
 
 impl PyStrings {
+    /// A Python object as a value, as `value_from_py`, with strings looked up by object first. A slot
+    /// holds a reference to its string, so the object outlives its entry and no other object can
+    /// take its address while the entry stands.
+    pub fn value(&mut self, obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<Value, String> {
+        let Ok(s) = obj.downcast::<PyString>() else {
+            return value_from_py(obj, strings);
+        };
+        if self.seen.is_empty() {
+            self.seen.resize_with(SEEN_SLOTS, || None);
+        }
+        let address = s.as_ptr() as usize;
+        let slot = (address >> 4) & (SEEN_SLOTS - 1);
+        if let Some((seen, id)) = &self.seen[slot] {
+            if seen.as_ptr() as usize == address {
+                return Ok(Value::Str(*id));
+            }
+        }
+        let value = value_from_py(obj, strings)?;
+        if let Value::Str(id) = value {
+            self.seen[slot] = Some((s.clone().unbind(), id));
+        }
+        Ok(value)
+    }
+
     pub fn object<'py>(&mut self, py: Python<'py>, v: Value, strings: &Interner) -> Bound<'py, PyAny> {
         match v {
             Value::Int(i) => i.into_pyobject(py).expect("an i64 converts").into_any(),

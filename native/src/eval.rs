@@ -14,7 +14,7 @@ use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
-use crate::convert::{repr_row, value_from_py, PyStrings};
+use crate::convert::{repr_row, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
 use crate::storage::{
     AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, Undo, Values,
@@ -1680,7 +1680,7 @@ impl Exec<'_, '_> {
         st: &mut ExecState,
     ) -> Result<(), ExecError> {
         for v in items {
-            match value_from_py(&v, st.strings) {
+            match st.pystrings.value(&v, st.strings) {
                 Ok(value) => values.push(value),
                 Err(what) => return Err(self.bad_result(function, args, st, format!("produced {what}"))),
             }

@@ -83,7 +83,7 @@ fn to_pyerr(py: Python<'_>, failure: Failure) -> PyErr {
 
 impl Core {
     fn row(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Row> {
-        row_from_py(obj, &mut self.engine.strings).map_err(PyValueError::new_err)
+        row_from_py(obj, &mut self.engine.strings, &mut self.engine.pystrings).map_err(PyValueError::new_err)
     }
 
     fn rows_to_set<'py>(&mut self, py: Python<'py>, rows: Vec<Row>) -> PyResult<Bound<'py, PySet>> {
