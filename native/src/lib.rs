@@ -37,7 +37,7 @@ create_exception!(
 );
 
 /// A compiled program, read once and shared by every core that runs it: an optimizer builds an
-/// engine per query, and reading the program's plans took a quarter of a small query's optimization.
+/// engine per query, and reading the program's plans took a fifth of TPC-H Q10's optimization.
 #[pyclass(module = "reopt.datalog._native", frozen)]
 struct Program {
     compiled: Compiled,
