@@ -11,13 +11,14 @@ mod program;
 mod storage;
 mod value;
 
+use std::sync::Arc;
+
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict, PySet};
 use pyo3::PyTraverseError;
-use std::sync::Arc;
 
 use convert::row_from_py;
 use eval::{Engine, Failure, Function};
