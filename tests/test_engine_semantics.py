@@ -152,7 +152,6 @@ def test_an_engine_in_a_reference_cycle_through_its_functions_is_collected():
     assert gone() is None
 
 
-
 def test_engines_of_one_program_share_no_state():
     # The native core compiles a program once for every engine that runs it; each engine must
     # still have its own rows, counts, aggregates and strings.
@@ -168,6 +167,7 @@ def test_engines_of_one_program_share_no_state():
     first.run()
     assert first.rows("tagged") == set() and second.rows("tagged") == {(2,)}
     assert Engine(program).rows("e") == set()
+
 
 def test_function_with_no_outputs_may_return_a_bool():
     engine = engine_for(".input num(n).\n.function even(n) -> ().\nev(n) :- num(n), even(n).",
