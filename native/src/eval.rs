@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::hash_map::Entry as HashEntry;
 use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -46,15 +47,50 @@ type Changes = FxHashMap<usize, Change>;
 pub type Pending = Vec<(usize, Vec<(Row, i64)>)>;
 type Outputs = FxHashMap<usize, Out>;
 
-/// Results of the function calls made while one stratum is evaluated, by function and exact
-/// arguments (an int, a float and a bool that Python deems equal are different arguments here).
-/// Functions are pure, and a stratum asks for the same scalar call many times: the optimizer's
-/// cost of one join under each property its parent may want, and a retraction recomputing what an
-/// insertion computed in the same run. Only results of at most one row are kept: a call returning
-/// many rows enumerates, its rows already live in the relation they derive, and it is rarely asked
-/// twice (the optimizer's 242 splits of Q5 are 242 distinct calls), while keeping them all held
-/// 12-13% of the peak memory of a JOB optimization. Cleared after every stratum's evaluation.
-type CallMemo = FxHashMap<Box<[u64]>, Arc<CallRows>>;
+/// Results of recent function calls, by function and exact arguments (an int, a float and a bool
+/// that Python deems equal are different arguments here). Functions are pure, and a stratum asks
+/// for the same scalar call again soon after: the optimizer's cost of one join under each property
+/// its parent may want, and a retraction recomputing what an insertion computed in the same round.
+/// A fixed table of slots, each holding the last call whose key hashed there, so the memory is
+/// bounded: keeping every call of a run held 22 MB of JOB 26a's 82 MB of growth. Only results of
+/// at most one row are kept: a call returning many rows enumerates, its rows already live in the
+/// relation they derive, and it is rarely asked twice. Cleared after every stratum's evaluation.
+struct CallMemo {
+    slots: Vec<Option<MemoEntry>>, // allocated at the first insertion
+}
+
+/// A call's key (its function and arguments) and its result.
+type MemoEntry = (Box<[u64]>, Arc<CallRows>);
+
+const CALL_MEMO_SLOTS: usize = 4096;
+
+impl CallMemo {
+    fn new() -> CallMemo {
+        CallMemo { slots: Vec::new() }
+    }
+
+    fn slot(key: &[u64]) -> usize {
+        (rustc_hash::FxBuildHasher.hash_one(key) as usize) % CALL_MEMO_SLOTS
+    }
+
+    fn get(&self, key: &[u64]) -> Option<Arc<CallRows>> {
+        match self.slots.get(Self::slot(key)) {
+            Some(Some((k, rows))) if &k[..] == key => Some(rows.clone()),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, key: &[u64], rows: Arc<CallRows>) {
+        if self.slots.is_empty() {
+            self.slots.resize_with(CALL_MEMO_SLOTS, || None);
+        }
+        self.slots[Self::slot(key)] = Some((key.into(), rows));
+    }
+
+    fn clear(&mut self) {
+        self.slots = Vec::new();
+    }
+}
 
 /// A function call's result rows, their values laid end to end (one allocation per call, not per
 /// row: the optimizer's split returns tens of rows per call).
@@ -198,7 +234,7 @@ impl Engine {
             generation: 0,
             fail_after: None,
             held,
-            calls: FxHashMap::default(),
+            calls: CallMemo::new(),
             read_later,
             journal_buffer: Vec::new(),
         }
@@ -253,7 +289,7 @@ impl Engine {
         }
         let held_before = self.held.clone();
         let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, keep_changes, &mut journal)));
-        self.calls = FxHashMap::default();
+        self.calls.clear();
         let failure = match outcome {
             Ok(Ok(changes)) => {
                 std::mem::swap(&mut self.last_touched, &mut self.touched);
@@ -468,7 +504,7 @@ impl Engine {
             }
             // not kept for later strata: a call they repeat is asked of Python again (functions are
             // pure), and the memo would otherwise be held through the net changes below
-            self.calls = FxHashMap::default();
+            self.calls.clear();
             changes.extend(run.net_changes(self, keep_changes));
         }
         Ok(changes)
@@ -1576,12 +1612,12 @@ impl Exec<'_, '_> {
                 let mut args = Key::new();
                 self.values(inputs, st, &mut args)?;
                 let key = call_key(*function, &args);
-                let rows = match st.calls.get(&key[..]) {
-                    Some(rows) => rows.clone(),
+                let rows = match st.calls.get(&key) {
+                    Some(rows) => rows,
                     None => {
                         let rows = Arc::new(self.call(*function, &args, st)?);
                         if rows.rows <= 1 {
-                            st.calls.insert(key.into_vec().into_boxed_slice(), rows.clone());
+                            st.calls.insert(&key, rows.clone());
                         }
                         rows
                     }
@@ -1694,5 +1730,37 @@ impl Exec<'_, '_> {
             "EvaluationError",
             format!("function '{name}{}' {message}", repr_row(args, st.strings)),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_row(value: i64) -> Arc<CallRows> {
+        Arc::new(CallRows { rows: 1, width: 1, values: Box::new([Value::Int(value)]) })
+    }
+
+    #[test]
+    fn the_call_memo_returns_a_result_only_for_its_exact_key() {
+        let mut memo = CallMemo::new();
+        memo.insert(&[1, 10, 20], one_row(7));
+        assert_eq!(memo.get(&[1, 10, 20]).map(|rows| rows.row(0)[0]), Some(Value::Int(7)));
+        assert!(memo.get(&[1, 10, 21]).is_none());
+        assert!(memo.get(&[2, 10, 20]).is_none());
+    }
+
+    #[test]
+    fn the_call_memo_holds_a_bounded_number_of_results() {
+        let mut memo = CallMemo::new();
+        for key in 0..(3 * CALL_MEMO_SLOTS as u64) {
+            memo.insert(&[0, key], one_row(key as i64));
+        }
+        assert_eq!(memo.slots.len(), CALL_MEMO_SLOTS);
+        assert!(memo.slots.iter().flatten().count() <= CALL_MEMO_SLOTS);
+        let last = 3 * CALL_MEMO_SLOTS as u64 - 1;
+        assert_eq!(memo.get(&[0, last]).map(|rows| rows.row(0)[0]), Some(Value::Int(last as i64)));
+        memo.clear();
+        assert!(memo.get(&[0, last]).is_none());
     }
 }

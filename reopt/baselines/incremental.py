@@ -167,8 +167,11 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         if marked is None:
             marked = self._marked[group] = {}
             heapq.heappush(self._heap, (group_order(group), group))
-        for alt in alts:
-            marked[alt] = marked.get(alt, True) and grew
+        if grew:
+            for alt in alts:
+                marked.setdefault(alt, True)  # a change that may have lowered it still counts
+        else:
+            marked.update(dict.fromkeys(alts, False))
 
     def _revise(self, group: tuple[int, str], marked: dict[tuple, bool]) -> None:
         """A group's alternatives after changes under them. Where every change grew, a cost cannot
