@@ -210,8 +210,10 @@ impl Core {
                 }
             }
             None => {
-                for (row, count) in &engine.counts[rel] {
-                    dict.set_item(engine.pystrings.row(py, &row.values(), &engine.strings)?, *count)?;
+                let counted: Vec<(Row, i64)> =
+                    engine.each_count(rel).map(|(row, count)| (row.clone(), count)).collect();
+                for (row, count) in counted {
+                    dict.set_item(engine.pystrings.row(py, &row.values(), &engine.strings)?, count)?;
                 }
             }
         }
@@ -233,8 +235,8 @@ impl Core {
         if let Some(g) = agg.groups.get(&group) {
             match &g.candidates {
                 storage::Candidates::Ordered(m) => {
-                    for (k, c) in m {
-                        dict.set_item(engine.pystrings.object(py, k.value(), &engine.strings), *c)?;
+                    for (k, c) in m.iter() {
+                        dict.set_item(engine.pystrings.object(py, k.value(), &engine.strings), c)?;
                     }
                 }
                 storage::Candidates::Counted(m) => {
