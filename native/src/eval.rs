@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 use crate::convert::{repr_row, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
 use crate::storage::{
-    AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, Undo, Values,
+    AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, SharedRows, Undo, Values,
 };
 use crate::value::{arithmetic, compare, fsum, negate, Interner, Ordered, Value, ValueError};
 
@@ -31,7 +31,7 @@ pub type Counters = [u64; 5];
 /// Rows that became visible (plus) or invisible (minus) in one step.
 #[derive(Default, Clone)]
 pub struct Change {
-    pub plus: FxHashSet<Row>,
+    pub plus: SharedRows,
     pub minus: FxHashSet<Row>,
 }
 
@@ -366,7 +366,7 @@ impl Engine {
 
     fn clear(&mut self) {
         for relation in &mut self.relations {
-            relation.rows.clear();
+            relation.rows = SharedRows::default();
             for index in &mut relation.indexes {
                 index.clear();
             }
@@ -449,7 +449,7 @@ impl Engine {
             let index = self.relations[memo].ensure_index(&positions);
             let mut pending: FxHashMap<Row, i64> = FxHashMap::default();
             let mut seen: FxHashMap<Key, &Row> = FxHashMap::default();
-            for row in &change.plus {
+            for row in change.plus.iter() {
                 let key: Key = (0..keys).map(|i| row.get(i)).collect();
                 if let Some(first) = seen.insert(key.clone(), row) {
                     return Err(Failure::Evaluation(format!(
@@ -500,7 +500,7 @@ impl Engine {
                 if old <= 0 && 0 < old + delta {
                     self.relations[rel].add(row.clone());
                     journal.record(|| Undo::Shown(rel as u32, row.clone()));
-                    change.plus.insert(row);
+                    Arc::make_mut(&mut change.plus).insert(row);
                 } else if old + delta <= 0 && 0 < old {
                     self.relations[rel].remove(&row);
                     journal.record(|| Undo::Hidden(rel as u32, row.clone()));
@@ -700,13 +700,13 @@ fn type_error_sum(v: Value) -> ValueError {
 fn compose(changes: &mut Changes, later: Changes) {
     for (rel, change) in later {
         let net = changes.entry(rel).or_default();
-        for row in change.plus {
+        for row in Arc::unwrap_or_clone(change.plus) {
             if !net.minus.remove(&row) {
-                net.plus.insert(row);
+                Arc::make_mut(&mut net.plus).insert(row);
             }
         }
         for row in change.minus {
-            if !net.plus.remove(&row) {
+            if !(net.plus.contains(&row) && Arc::make_mut(&mut net.plus).remove(&row)) {
                 net.minus.insert(row);
             }
         }
@@ -834,7 +834,7 @@ impl StratumRun {
         let mut insertions: Changes = FxHashMap::default();
         for (rel, change) in incoming {
             if !change.minus.is_empty() {
-                deletions.insert(rel, Change { plus: FxHashSet::default(), minus: change.minus });
+                deletions.insert(rel, Change { plus: SharedRows::default(), minus: change.minus });
             }
             if !change.plus.is_empty() {
                 insertions.insert(rel, Change { plus: change.plus, minus: FxHashSet::default() });
@@ -842,7 +842,7 @@ impl StratumRun {
         }
         if !deletions.is_empty() {
             let hidden: FxHashMap<usize, FxHashSet<Row>> =
-                insertions.iter().map(|(r, c)| (*r, c.plus.clone())).collect();
+                insertions.iter().map(|(r, c)| (*r, (*c.plus).clone())).collect();
             let mut overdeleted: FxHashMap<usize, FxHashSet<Row>> =
                 e.strata[self.stratum].relations.iter().map(|r| (*r, FxHashSet::default())).collect();
             let mut changes = deletions;
@@ -909,7 +909,7 @@ impl StratumRun {
                         View {
                             rel: &relations[rel],
                             hidden: hidden.get(&rel),
-                            entering: change.map(|c| &c.plus),
+                            entering: change.map(|c| &*c.plus),
                             leaving: change.map(|c| &c.minus),
                             leaving_index: show_index,
                         }
@@ -923,7 +923,7 @@ impl StratumRun {
                     unreachable!("a delta plan starts with its delta")
                 };
                 let mut run = || -> Result<(), ExecError> {
-                    for (rows, sign) in [(&change.plus, 1i64), (&change.minus, -1i64)] {
+                    for (rows, sign) in [(&*change.plus, 1i64), (&change.minus, -1i64)] {
                         let sign = if *negated { -sign } else { sign };
                         for row in rows {
                             if exec.bind(pattern, row, &mut state)? {
@@ -990,7 +990,7 @@ impl StratumRun {
                     let count = old + delta;
                     let visible = e.relations[rel].rows.contains(&row);
                     if count != 0 && !visible {
-                        change.plus.insert(row);
+                        Arc::make_mut(&mut change.plus).insert(row);
                     } else if count == 0 && visible {
                         if monotone {
                             return Err(Failure::Evaluation(format!(
@@ -1041,7 +1041,7 @@ impl StratumRun {
                     let agg = e.aggregates[rel].as_ref().expect("aggregate");
                     let Some(current) = e.current(rel, &group) else {
                         if let Some(best) = best {
-                            change.plus.insert(agg.row(&group, best));
+                            Arc::make_mut(&mut change.plus).insert(agg.row(&group, best));
                         }
                         continue;
                     };
@@ -1077,7 +1077,7 @@ impl StratumRun {
                     }
                     change.minus.insert(agg.row(&group, current));
                     if let Some(best) = best {
-                        change.plus.insert(agg.row(&group, best));
+                        Arc::make_mut(&mut change.plus).insert(agg.row(&group, best));
                         updates += 1;
                     }
                 }
@@ -1112,7 +1112,7 @@ impl StratumRun {
                     journal.record(|| Undo::Hidden(rel as u32, row.clone()));
                 }
             }
-            for row in &change.plus {
+            for row in change.plus.iter() {
                 if let Seen::Original(original) = seen {
                     original.entry(row.clone()).or_insert(false);
                 }
@@ -1144,7 +1144,7 @@ impl StratumRun {
                         if keep {
                             let now = rows.contains(row);
                             if !was && now {
-                                change.plus.insert(row.clone());
+                                Arc::make_mut(&mut change.plus).insert(row.clone());
                             } else if *was && !now {
                                 change.minus.insert(row.clone());
                             }
@@ -1303,7 +1303,7 @@ impl Held {
     fn bound(&self, e: &Engine, rel: usize) -> Option<Ordered> {
         let goal = *self.goals.get(&rel)?;
         let mut bound: Option<Ordered> = None;
-        for group in &e.relations[goal].rows {
+        for group in e.relations[goal].rows.iter() {
             let value = Ordered::new(e.current(rel, group)?, &e.strings);
             if bound.as_ref().is_none_or(|b| value > *b) {
                 bound = Some(value);
@@ -1355,7 +1355,7 @@ impl Held {
                     change.minus.insert(agg.row(&group, current));
                 }
                 if let Some(best) = best {
-                    change.plus.insert(agg.row(&group, best));
+                    Arc::make_mut(&mut change.plus).insert(agg.row(&group, best));
                     updates += current.is_some() as u64;
                 }
             }
@@ -1408,7 +1408,7 @@ fn overdelete(
             }
         }
         if !minus.is_empty() {
-            changes.insert(rel, Change { plus: FxHashSet::default(), minus });
+            changes.insert(rel, Change { plus: SharedRows::default(), minus });
         }
     }
     Ok(changes)
@@ -1436,7 +1436,7 @@ fn rederive(e: &Engine, overdeleted: &FxHashMap<usize, FxHashSet<Row>>) -> Resul
             }
         }
         if !plus.is_empty() {
-            rederived.insert(rel, Change { plus, minus: FxHashSet::default() });
+            rederived.insert(rel, Change { plus: Arc::new(plus), minus: FxHashSet::default() });
         }
     }
     Ok(rederived)
@@ -1627,7 +1627,7 @@ impl Exec<'_, '_> {
             }
             Step::Scan { view, pattern } => {
                 let v = &self.views[*view];
-                for row in &v.rel.rows {
+                for row in v.rel.rows.iter() {
                     if !v.excluded(row) {
                         self.matched(pattern, row, i, sign, st)?;
                     }

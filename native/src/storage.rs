@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet, FxHasher};
@@ -269,17 +270,23 @@ impl Index {
 /// Values on the stack: index keys (one to three values) and head rows (up to ten).
 pub type Key = SmallVec<[Value; 10]>;
 
+/// A set of rows that a relation and the change listing all of its rows can share: a relation
+/// derived from empty in one stratum is handed to the strata above as its own rows, not a copy of
+/// them (JOB 26a's search space: 4.9 MB of its growth). Changed in place while held once, copied
+/// only when changed while shared.
+pub type SharedRows = Arc<FxHashSet<Row>>;
+
 /// The visible rows of one relation.
 pub struct Relation {
     pub arity: usize,
-    pub rows: FxHashSet<Row>,
+    pub rows: SharedRows,
     pub indexes: Vec<Index>,
 }
 
 impl Relation {
     pub fn new(arity: usize, patterns: &[Vec<usize>]) -> Self {
         let indexes = patterns.iter().map(|p| Index::new(p.clone().into_boxed_slice())).collect();
-        Relation { arity, rows: FxHashSet::default(), indexes }
+        Relation { arity, rows: SharedRows::default(), indexes }
     }
 
     pub fn index_id(&self, positions: &[usize]) -> Option<usize> {
@@ -296,7 +303,7 @@ impl Relation {
             }
         };
         if !self.indexes[id].built {
-            self.indexes[id].build(&self.rows);
+            self.indexes[id].build(self.rows.iter());
         }
         id
     }
@@ -305,7 +312,7 @@ impl Relation {
     /// without it, and rows added later do not pay for it until a lookup needs it).
     pub fn prepare(&mut self, index: usize) {
         if !self.indexes[index].built && !self.rows.is_empty() {
-            self.indexes[index].build(&self.rows);
+            self.indexes[index].build(self.rows.iter());
         }
     }
 
@@ -323,13 +330,14 @@ impl Relation {
         for index in self.indexes.iter_mut().filter(|i| i.built) {
             index.insert(&row);
         }
-        self.rows.insert(row);
+        Arc::make_mut(&mut self.rows).insert(row);
     }
 
     pub fn remove(&mut self, row: &Row) {
-        if !self.rows.remove(row) {
+        if !self.rows.contains(row) {
             return;
         }
+        Arc::make_mut(&mut self.rows).remove(row);
         for index in self.indexes.iter_mut().filter(|i| i.built) {
             index.remove(row);
         }
