@@ -9,6 +9,8 @@ right``), so every optimizer produces bit-identical floats.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..optimizer.catalog import Catalog
 from ..optimizer.cost import CostModel
 from ..optimizer.estimate import Estimator, ExprStats
@@ -82,8 +84,9 @@ class ProceduralBase:
             return [(left, lprop)]
         return [(left, lprop), (right, rprop)]
 
-    def build_plan(self, best: dict[tuple[int, str], tuple[float, Alternative]]) -> Plan:
-        """A ``Plan`` from each group's (cost, alternative) choice."""
+    def build_plan(self, best: Mapping[tuple[int, str], tuple[float, Alternative] | None]) -> Plan:
+        """A ``Plan`` from each group's (cost, alternative) choice; every group the root's choice
+        reaches has one, since a group with no feasible plan makes its users infeasible too."""
 
         def node(expr: int, prop: str) -> PlanNode:
             cost, alt = best[(expr, prop)]

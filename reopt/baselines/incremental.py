@@ -19,7 +19,7 @@ every group's best equals a full optimization's. Anything that fell is costed at
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from ..optimizer.catalog import Catalog
@@ -49,9 +49,9 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self._readers: dict[int, dict[tuple[int, str], list[tuple]]] = {}
         # per group, the alternatives whose remembered cost is a lower bound of their cost (see _revise)
         self._stale: dict[tuple[int, str], set[tuple]] = {}
-        # during reoptimize: groups with a change under some alternatives (alternative -> only grew),
-        # and the queue of those groups, children first
-        self._marked: dict[tuple[int, str], dict[tuple, bool]] = {}
+        # during reoptimize: groups with a change under some alternatives (those where every change
+        # grew, and the others), and the queue of those groups, children first
+        self._marked: dict[tuple[int, str], tuple[set[tuple], set[tuple]]] = {}
         self._heap: list = []
         self.last_recosted = 0
         self.last_groups_touched = 0
@@ -102,13 +102,10 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self._marked = {}
         self._heap = []
         for mask, grew in changed.items():
-            for group, alts in self._readers.get(mask, {}).items():
-                self._mark(group, alts, grew)
-        if changed_ops:
-            for group, alts in self._alternatives.items():
-                for alt in alts:
-                    if alt[1] in changed_ops:
-                        self._mark(group, [alt], changed_ops[alt[1]])
+            self._mark(self._readers.get(mask, {}).items(), grew)
+        for op, grew in changed_ops.items():
+            self._mark(((group, using) for group, alts in self._alternatives.items()
+                        if (using := [alt for alt in alts if alt[1] == op])), grew)
         # Groups children-first: a group's marked alternatives are costed once, when it is reached,
         # from its children's final best costs.
         self.last_recosted = 0
@@ -116,7 +113,8 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         while self._heap:
             _, group = heapq.heappop(self._heap)
             self.last_groups_touched += 1
-            self._revise(group, self._marked.pop(group))
+            grew, fell = self._marked.pop(group)
+            self._revise(group, grew, fell)
             choice = self._choose(group)
             old = self._best[group]
             if choice == old:
@@ -125,8 +123,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             if choice is not None and old is not None and choice[0] == old[0]:
                 continue  # same cost, other alternative: the parents' costs do not change
             grew = old is not None and (choice is None or choice[0] >= old[0])
-            for parent, alts in self._users.get(group, {}).items():
-                self._mark(parent, alts, grew)
+            self._mark(self._users.get(group, {}).items(), grew)
         return self._plan()
 
     # -- internals -------------------------------------------------------------------------------
@@ -160,33 +157,29 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             costs.append(best[0])
         return self.total(local, costs)
 
-    def _mark(self, group: tuple[int, str], alts: list[tuple], grew: bool) -> None:
-        """Note a change under some alternatives of a group (``grew``: it cannot have lowered their
-        costs); the group is queued to be revised."""
-        marked = self._marked.get(group)
-        if marked is None:
-            marked = self._marked[group] = {}
-            heapq.heappush(self._heap, (group_order(group), group))
-        if grew:
-            for alt in alts:
-                marked.setdefault(alt, True)  # a change that may have lowered it still counts
-        else:
-            marked.update(dict.fromkeys(alts, False))
+    def _mark(self, groups: Iterable[tuple[tuple[int, str], list[tuple]]], grew: bool) -> None:
+        """Note a change under some alternatives of each group (``grew``: it cannot have lowered
+        their costs); the groups are queued to be revised."""
+        side = 0 if grew else 1
+        for group, alts in groups:
+            marked = self._marked.get(group)
+            if marked is None:
+                marked = self._marked[group] = (set(), set())
+                heapq.heappush(self._heap, (group_order(group), group))
+            marked[side].update(alts)
 
-    def _revise(self, group: tuple[int, str], marked: dict[tuple, bool]) -> None:
+    def _revise(self, group: tuple[int, str], grew: set[tuple], fell: set[tuple]) -> None:
         """A group's alternatives after changes under them. Where every change grew, a cost cannot
         have fallen (the cost model never falls when its inputs grow): the remembered cost stays,
-        as a lower bound, and ``_choose`` costs it again only if the bound could win. The others are
-        costed now."""
+        as a lower bound, and ``_choose`` costs it again only if the bound could win. The others
+        (``fell``: some change under them may have lowered them) are costed now."""
         alternatives = self._alternatives[group]
         stale = self._stale.setdefault(group, set())
-        for alt, grew in marked.items():
-            if grew:
-                stale.add(alt)
-            else:
-                stale.discard(alt)
-                alternatives[alt] = self._cost(group, alt)
-                self.last_recosted += 1
+        stale |= grew
+        stale -= fell
+        for alt in fell:
+            alternatives[alt] = self._cost(group, alt)
+        self.last_recosted += len(fell)
 
     def _choose(self, group: tuple[int, str]) -> tuple[float, tuple] | None:
         """The cheapest alternative (ties broken by its key), costing again any whose lower bound
@@ -210,4 +203,4 @@ class IncrementalTopDownOptimizer(ProceduralBase):
     def _plan(self) -> Plan:
         if self._best.get((self.query.full, ANY)) is None:
             raise OptimizerError(f"no feasible plan for {self.query.label(self.query.full)}")
-        return self.build_plan({g: b for g, b in self._best.items() if b is not None})
+        return self.build_plan(self._best)
