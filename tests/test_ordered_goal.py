@@ -76,6 +76,19 @@ def test_moving_the_goal_equals_starting_with_it_there():
     assert within(engine, 3) == within(paths(target=3), 3) == {(0, 0), (1, 1), (2, 2), (3, 3), (4, 3)}
 
 
+def test_a_run_that_deletes_and_inserts_derives_from_a_changed_group_only_at_its_final_value():
+    """Both edges of the path 0-1-2 get dearer in one run. Its deletions are evaluated first, so node
+    1 is hidden before the dearer edge 1-2 meets it: node 2 gets no passing candidate 1 + 2 from node
+    1's old cost, only 2 + 2 once node 1 is released at its new one (8 derivations without that)."""
+    engine = paths(target=3)
+    engine.update("e", old=(0, 1, 1), new=(0, 1, 2))
+    engine.update("e", old=(1, 2, 1), new=(1, 2, 2))
+    engine.run()
+    fresh = paths([(0, 1, 2), (1, 2, 2), (0, 2, 5), (2, 3, 1), (0, 4, 3), (4, 5, 1)], target=3)
+    assert engine.rows("best") == fresh.rows("best") == {(0, 0), (1, 2), (2, 4), (3, 5), (4, 3), (5, 4)}
+    assert engine.stats.last["cand"].fired == 6
+
+
 def test_values_that_fall_along_a_derivation_fail_the_run_and_change_nothing():
     engine = paths()
     before = engine.rows("best"), engine.counts("cand")
