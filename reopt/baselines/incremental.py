@@ -113,8 +113,8 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         while self._heap:
             _, group = heapq.heappop(self._heap)
             self.last_groups_touched += 1
-            grew, fell = self._marked.pop(group)
-            self._revise(group, grew, fell)
+            only_grew, may_fall = self._marked.pop(group)
+            self._revise(group, only_grew, may_fall)
             choice = self._choose(group)
             old = self._best[group]
             if choice == old:
