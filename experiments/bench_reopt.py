@@ -13,9 +13,12 @@
    partitions (observed cardinalities of the current plan's joins), per update (paper Figure 7).
 
 Every re-optimized plan is checked against the full top-down re-optimization. Times are medians of
-``--repeat`` runs after a warm-up. Prints tables, writes CSV (``--csv``) and JSON (``--json``).
+``--repeat`` runs after a warm-up. Prints tables, writes CSV (``--csv``), JSON (``--json``) and a
+PNG of part 2 (``--png``: each change's speedup over a full top-down re-optimization by factor, the
+declarative and the procedural incremental optimizer side by side, on a log scale).
 
-    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--backend native|python] [--json out.json] [--csv out.csv]
+    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--backend native|python] [--json out.json]
+        [--csv out.csv] [--png out.png]
 """
 
 from __future__ import annotations
@@ -140,6 +143,29 @@ def feedback_stream(updates: int, seed: int, backend: str) -> list[dict]:
     return records
 
 
+def plot(records: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    changes = list(dict.fromkeys(r["change"] for r in records))
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for offset, (key, label, marker) in ((-0.15, ("declarative_speedup", "declarative incremental", "o")),
+                                        (0.15, ("procedural_speedup", "procedural incremental", "s"))):
+        points = [(changes.index(r["change"]) + offset, r[key]) for r in records]
+        ax.scatter(*zip(*points), s=16, marker=marker, label=f"{label} (one point per factor)", alpha=0.7)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.axhline(30.0, color="tab:red", linewidth=0.8, linestyle="--", label="target: 30x")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(changes)), changes, rotation=30, ha="right")
+    ax.set_ylabel("speedup over a full top-down re-optimization (log scale)")
+    ax.set_title("TPC-H Q5 re-optimization after a change by 1/8 to 8x (above 1: faster than optimizing again)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -149,6 +175,7 @@ def main() -> None:
                         help="the declarative optimizer's evaluation backend (default: %(default)s)")
     parser.add_argument("--json", help="write records and summary to this file")
     parser.add_argument("--csv", help="write the records to this CSV file")
+    parser.add_argument("--png", help="plot each change's re-optimization speedups to this PNG file")
     args = parser.parse_args()
 
     print(f"declarative optimizer on the {args.backend} backend")
@@ -208,6 +235,9 @@ def main() -> None:
             writer = csv.DictWriter(f, fieldnames=keys)
             writer.writeheader()
             writer.writerows(records)
+    if args.png:
+        plot(reopt_records, Path(args.png))
+        print(f"wrote {args.png}")
 
 
 if __name__ == "__main__":
