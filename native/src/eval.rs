@@ -777,21 +777,22 @@ impl StratumRun {
         }
         // On failure the held changes stay taken: `Engine::run` restores them with the rest.
         let mut changes: Option<Changes> = None; // none yet: the first round reads `incoming`
-                                                 // Where a goal bounds an ordered aggregate, a batch that both deletes and inserts is evaluated
-                                                 // deletions first, its insertions hidden until they settle: a group whose minimum the
-                                                 // deletions change is hidden before the insertions reach the rules that read it, so those
-                                                 // derivations wait for its release at its final value instead of being made at its old one
-                                                 // and retracted (on TPC-H Q5 this halves the plan costs a selectivity change derives).
-        let mut hidden: FxHashMap<usize, FxHashSet<Row>> = FxHashMap::default();
+
+        // Where a goal bounds an ordered aggregate, a batch that both deletes and inserts is evaluated
+        // deletions first, its insertions hidden until they settle: a group whose minimum the
+        // deletions change is hidden before the insertions reach the rules that read it, so those
+        // derivations wait for its release at its final value instead of being made at its old one
+        // and retracted (on TPC-H Q5 this halves the plan costs a selectivity change derives).
+        let mut hidden: Hidden = FxHashMap::default();
         let mut insertions = None;
         if held.as_ref().is_some_and(|h| !h.goals.is_empty())
             && incoming.values().any(|c| !c.minus.is_empty())
             && incoming.values().any(|c| !c.plus.is_empty())
         {
-            let (deletions, later) = split(incoming);
-            hidden = later.iter().map(|(r, c)| (*r, (*c.plus).clone())).collect();
+            let (deletions, later, inserted) = split(incoming);
             changes = Some(deletions);
             insertions = Some(later);
+            hidden = inserted;
         }
         let mut extra = if seeding { Some(self.seed_outputs(e, py)?) } else { None };
         let mut rounds: u64 = 0;
@@ -849,10 +850,8 @@ impl StratumRun {
         seeding: bool,
         journal: &mut Journal,
     ) -> Result<(), Failure> {
-        let (deletions, mut insertions) = split(incoming);
+        let (deletions, mut insertions, hidden) = split(incoming);
         if !deletions.is_empty() {
-            let hidden: FxHashMap<usize, FxHashSet<Row>> =
-                insertions.iter().map(|(r, c)| (*r, (*c.plus).clone())).collect();
             let mut overdeleted: FxHashMap<usize, FxHashSet<Row>> =
                 e.strata[self.stratum].relations.iter().map(|r| (*r, FxHashSet::default())).collect();
             let mut changes = deletions;
@@ -870,13 +869,7 @@ impl StratumRun {
 
     /// Derivation-count changes of the stratum's heads caused by `changes` (already visible);
     /// `hidden` rows count as absent in both the old and the new state.
-    fn round(
-        &self,
-        e: &mut Engine,
-        py: Python<'_>,
-        changes: &Changes,
-        hidden: &FxHashMap<usize, FxHashSet<Row>>,
-    ) -> Result<Outputs, Failure> {
+    fn round(&self, e: &mut Engine, py: Python<'_>, changes: &Changes, hidden: &Hidden) -> Result<Outputs, Failure> {
         let mut outputs: Outputs = FxHashMap::default();
         let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, .. } = e;
         let stratum = &strata[self.stratum];
@@ -1773,19 +1766,25 @@ impl Exec<'_, '_> {
     }
 }
 
-/// A batch's deletions and its insertions, to evaluate one after the other.
-fn split(incoming: &Changes) -> (Changes, Changes) {
+/// Rows that count as absent in both the old and the new state of a round, by relation.
+type Hidden = FxHashMap<usize, FxHashSet<Row>>;
+
+/// A batch's deletions and its insertions, to evaluate one after the other, and the inserted rows,
+/// hidden while the deletions are evaluated.
+fn split(incoming: &Changes) -> (Changes, Changes, Hidden) {
     let mut deletions: Changes = FxHashMap::default();
     let mut insertions: Changes = FxHashMap::default();
+    let mut hidden: Hidden = FxHashMap::default();
     for (rel, change) in incoming {
         if !change.minus.is_empty() {
             deletions.insert(*rel, Change { plus: SharedRows::default(), minus: change.minus.clone() });
         }
         if !change.plus.is_empty() {
+            hidden.insert(*rel, (*change.plus).clone());
             insertions.insert(*rel, Change { plus: change.plus.clone(), minus: FxHashSet::default() });
         }
     }
-    (deletions, insertions)
+    (deletions, insertions, hidden)
 }
 
 #[cfg(test)]

@@ -412,11 +412,12 @@ def _has_nan(row: tuple) -> bool:
     return any(v != v for v in row if type(v) is float)
 
 
-def _split(changes: dict[str, _Change]) -> tuple[dict[str, _Change], dict[str, _Change]]:
-    """A batch's deletions and its insertions, to evaluate one after the other."""
+def _split(changes: dict[str, _Change]) -> tuple[dict[str, _Change], dict[str, _Change], dict[str, set]]:
+    """A batch's deletions and its insertions, to evaluate one after the other, and the inserted
+    rows, hidden while the deletions are evaluated."""
     deletions = {r: _Change(minus=c.minus) for r, c in changes.items() if c.minus}
     insertions = {r: _Change(plus=c.plus) for r, c in changes.items() if c.plus}
-    return deletions, insertions
+    return deletions, insertions, {r: c.plus for r, c in insertions.items()}
 
 
 class _StratumRun:
@@ -447,8 +448,7 @@ class _StratumRun:
         insertions, hidden = None, {}
         if held is not None and held.goals and any(c.minus for c in changes.values()) and any(
                 c.plus for c in changes.values()):
-            changes, insertions = _split(changes)
-            hidden = {r: c.plus for r, c in insertions.items()}
+            changes, insertions, hidden = _split(changes)
         while True:
             if not changes and not extra and insertions is not None:
                 changes, insertions, hidden = insertions, None, {}
@@ -476,9 +476,8 @@ class _StratumRun:
                 )
 
     def dred(self, incoming: dict[str, _Change], seeding: bool) -> None:
-        deletions, insertions = _split(incoming)
+        deletions, insertions, hidden = _split(incoming)
         if deletions:
-            hidden = {r: c.plus for r, c in insertions.items()}
             overdeleted: dict[str, set] = {name: set() for name in self.stratum.relations}
             changes: dict[str, _Change] = deletions
             while changes:
