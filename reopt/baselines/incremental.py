@@ -115,8 +115,11 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             self.last_groups_touched += 1
             only_grew, may_fall = self._marked.pop(group)
             self._revise(group, only_grew, may_fall)
-            choice = self._choose(group)
             old = self._best[group]
+            if not may_fall and old is not None and old[1] not in only_grew:
+                # the chosen alternative is as it was and every other one only grew: it still wins
+                continue
+            choice = self._choose(group)
             if choice == old:
                 continue
             self._best[group] = choice
@@ -185,20 +188,23 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         """The cheapest alternative (ties broken by its key), costing again any whose lower bound
         comes first, until the first is exact: every other costs at least its bound, so it wins."""
         alternatives = self._alternatives[group]
-        stale = self._stale.get(group, ())
-        while True:
-            best_cost, best_alt = None, None
-            for alt, cost in alternatives.items():
-                if cost is not None and (best_cost is None or cost < best_cost
-                                         or (cost == best_cost and alt < best_alt)):
-                    best_cost, best_alt = cost, alt
-            if best_cost is None:
-                return None
-            if best_alt not in stale:
-                return best_cost, best_alt
-            stale.discard(best_alt)
-            alternatives[best_alt] = self._cost(group, best_alt)
+        ranked = [(cost, alt) for alt, cost in alternatives.items() if cost is not None]
+        stale = self._stale.get(group)
+        if not stale:
+            return min(ranked, default=None)
+        heapq.heapify(ranked)
+        while ranked:
+            cost, alt = ranked[0]
+            if alt not in stale:
+                return cost, alt
+            stale.discard(alt)
+            cost = alternatives[alt] = self._cost(group, alt)
             self.last_recosted += 1
+            if cost is None:
+                heapq.heappop(ranked)
+            else:
+                heapq.heapreplace(ranked, (cost, alt))
+        return None
 
     def _plan(self) -> Plan:
         if self._best.get((self.query.full, ANY)) is None:
