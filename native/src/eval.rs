@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::convert::{repr_row, PyStrings};
 use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
 use crate::storage::{
-    AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, SharedRows, Undo, Values,
+    AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, RowMap, RowOf, RowSet,
+    SharedRows, Undo, Values,
 };
 use crate::value::{arithmetic, compare, fsum, negate, Interner, Ordered, Value, ValueError};
 
@@ -32,7 +33,7 @@ pub type Counters = [u64; 5];
 #[derive(Default, Clone)]
 pub struct Change {
     pub plus: SharedRows,
-    pub minus: FxHashSet<Row>,
+    pub minus: RowSet,
 }
 
 impl Change {
@@ -122,7 +123,7 @@ fn call_key(function: usize, args: &[Value]) -> CallKey {
 /// Derivation-count changes of one head relation in one round.
 #[derive(Default)]
 struct Out {
-    plain: FxHashMap<Row, i64>,
+    plain: RowMap<i64>,
     aggregate: FxHashMap<(Row, Value), i64>,
 }
 
@@ -224,7 +225,7 @@ impl Engine {
         let relations = rels.iter().map(|r| Relation::new(r.arity, &r.patterns)).collect();
         let aggregates = rels
             .iter()
-            .map(|r| r.aggregate.map(|(func, position)| Aggregate { func, position, groups: FxHashMap::default() }))
+            .map(|r| r.aggregate.map(|(func, position)| Aggregate { func, position, groups: RowMap::default() }))
             .collect();
         Engine {
             rels,
@@ -733,7 +734,7 @@ enum Seen {
     /// The relation held nothing before the run, so every row it touched was shown at some point:
     /// the touched rows are those visible at the end and those hidden on the way, and only the latter
     /// are kept. An initial optimization shows millions of rows, which a map of originals would copy.
-    FromEmpty(FxHashSet<Row>),
+    FromEmpty(RowSet),
 }
 
 /// The evaluation of one stratum for one batch of incoming changes.
@@ -751,7 +752,7 @@ impl StratumRun {
                 let empty = e.relations[r].rows.is_empty()
                     && e.counts[r].is_empty()
                     && e.aggregates[r].as_ref().is_none_or(|a| a.groups.is_empty());
-                (r, if empty { Seen::FromEmpty(FxHashSet::default()) } else { Seen::Original(FxHashMap::default()) })
+                (r, if empty { Seen::FromEmpty(RowSet::default()) } else { Seen::Original(FxHashMap::default()) })
             })
             .collect();
         StratumRun { stratum, seen }
@@ -852,8 +853,8 @@ impl StratumRun {
     ) -> Result<(), Failure> {
         let (deletions, mut insertions, hidden) = split(incoming);
         if !deletions.is_empty() {
-            let mut overdeleted: FxHashMap<usize, FxHashSet<Row>> =
-                e.strata[self.stratum].relations.iter().map(|r| (*r, FxHashSet::default())).collect();
+            let mut overdeleted: FxHashMap<usize, RowSet> =
+                e.strata[self.stratum].relations.iter().map(|r| (*r, RowSet::default())).collect();
             let mut changes = deletions;
             while !changes.is_empty() {
                 let outputs = self.round(e, py, &changes, &hidden)?;
@@ -1006,7 +1007,7 @@ impl StratumRun {
                     }
                 }
             } else {
-                let mut touched: FxHashSet<Row> = FxHashSet::default();
+                let mut touched: RowSet = RowSet::default();
                 let bounded = held.as_deref().is_some_and(|h| h.goals.contains_key(&rel));
                 for ((group, value), delta) in out.aggregate {
                     if delta != 0 {
@@ -1168,7 +1169,7 @@ impl StratumRun {
             let count = match &e.aggregates[rel] {
                 Some(agg) => {
                     let shown = rows.iter().take(visible);
-                    shown.chain(added).map(|r| agg.split(r).0).collect::<FxHashSet<Row>>().len()
+                    shown.chain(added).map(|r| agg.split(r).0).collect::<RowSet>().len()
                 }
                 None => visible + added.len(),
             };
@@ -1218,7 +1219,7 @@ impl Ord for HeldEntry {
 struct Held {
     heaps: FxHashMap<usize, BinaryHeap<HeldEntry>>,
     pending: FxHashMap<usize, FxHashMap<Row, Value>>,
-    vanished: FxHashMap<usize, FxHashSet<Row>>,
+    vanished: FxHashMap<usize, RowSet>,
     goals: FxHashMap<usize, usize>,
     frontier: FxHashMap<usize, Ordered>,
     order: Vec<usize>,
@@ -1231,7 +1232,7 @@ impl Held {
         Held {
             heaps: relations.iter().map(|r| (*r, BinaryHeap::new())).collect(),
             pending: relations.iter().map(|r| (*r, FxHashMap::default())).collect(),
-            vanished: relations.iter().map(|r| (*r, FxHashSet::default())).collect(),
+            vanished: relations.iter().map(|r| (*r, RowSet::default())).collect(),
             goals: stratum.goals.iter().copied().collect(),
             frontier: FxHashMap::default(),
             order: relations.to_vec(),
@@ -1375,7 +1376,7 @@ impl Held {
 fn overdelete(
     e: &mut Engine,
     outputs: Outputs,
-    overdeleted: &mut FxHashMap<usize, FxHashSet<Row>>,
+    overdeleted: &mut FxHashMap<usize, RowSet>,
     journal: &mut Journal,
 ) -> Result<Changes, Failure> {
     let mut changes: Changes = FxHashMap::default();
@@ -1383,7 +1384,7 @@ fn overdelete(
         if out.is_empty() {
             continue;
         }
-        let mut minus: FxHashSet<Row> = FxHashSet::default();
+        let mut minus: RowSet = RowSet::default();
         if e.aggregates[rel].is_none() {
             for (row, delta) in out.plain {
                 if delta == 0 {
@@ -1418,10 +1419,10 @@ fn overdelete(
 }
 
 /// Rows deleted for now that still have a derivation from what remains (DRed's second phase).
-fn rederive(e: &Engine, overdeleted: &FxHashMap<usize, FxHashSet<Row>>) -> Result<Changes, Failure> {
+fn rederive(e: &Engine, overdeleted: &FxHashMap<usize, RowSet>) -> Result<Changes, Failure> {
     let mut rederived: Changes = FxHashMap::default();
     for (&rel, gone) in overdeleted {
-        let mut plus: FxHashSet<Row> = FxHashSet::default();
+        let mut plus: RowSet = RowSet::default();
         match &e.aggregates[rel] {
             None => {
                 for row in gone {
@@ -1439,7 +1440,7 @@ fn rederive(e: &Engine, overdeleted: &FxHashMap<usize, FxHashSet<Row>>) -> Resul
             }
         }
         if !plus.is_empty() {
-            rederived.insert(rel, Change { plus: Arc::new(plus), minus: FxHashSet::default() });
+            rederived.insert(rel, Change { plus: Arc::new(plus), minus: RowSet::default() });
         }
     }
     Ok(rederived)
@@ -1476,9 +1477,9 @@ fn rule_failure(rule: usize, err: ExecError) -> Failure {
 /// this round plus those leaving it), minus DRed's hidden rows.
 struct View<'a> {
     rel: &'a Relation,
-    hidden: Option<&'a FxHashSet<Row>>,
-    entering: Option<&'a FxHashSet<Row>>,
-    leaving: Option<&'a FxHashSet<Row>>,
+    hidden: Option<&'a RowSet>,
+    entering: Option<&'a RowSet>,
+    leaving: Option<&'a RowSet>,
     leaving_index: Option<&'a Index>,
 }
 
@@ -1487,8 +1488,9 @@ impl View<'_> {
         self.hidden.is_some_and(|h| h.contains(row)) || self.entering.is_some_and(|h| h.contains(row))
     }
 
-    fn has(&self, row: &Row) -> bool {
-        (self.rel.rows.contains(row) && !self.excluded(row)) || self.leaving.is_some_and(|s| s.contains(row))
+    fn has(&self, row: &RowOf) -> bool {
+        let excluded = self.hidden.is_some_and(|h| h.contains(row)) || self.entering.is_some_and(|h| h.contains(row));
+        (self.rel.rows.contains(row) && !excluded) || self.leaving.is_some_and(|s| s.contains(row))
     }
 }
 
@@ -1608,7 +1610,7 @@ impl Exec<'_, '_> {
             Step::Has { view, args, negated } => {
                 let mut values = Key::new();
                 self.values(args, st, &mut values)?;
-                if self.views[*view].has(&Row::new(&values)) != *negated {
+                if self.views[*view].has(&RowOf::new(&values)) != *negated {
                     self.step(i + 1, sign, st)?;
                 }
             }
@@ -1666,12 +1668,21 @@ impl Exec<'_, '_> {
     fn emit(&self, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
         let mut values = Key::new();
         self.values(&self.plan.group, st, &mut values)?;
-        let group = Row::new(&values);
         match &self.plan.aggregate {
-            None => *st.out.plain.entry(group).or_insert(0) += sign,
+            None => {
+                // a head row derived before in this round (most of a search space's inputs are
+                // wanted by many parents) is counted again without packing it anew
+                let row = RowOf::new(&values);
+                match st.out.plain.get_mut(&row) {
+                    Some(count) => *count += sign,
+                    None => {
+                        st.out.plain.insert(row.to_row(), sign);
+                    }
+                }
+            }
             Some(expr) => {
                 let value = self.top(expr, st)?;
-                *st.out.aggregate.entry((group, value)).or_insert(0) += sign;
+                *st.out.aggregate.entry((Row::new(&values), value)).or_insert(0) += sign;
             }
         }
         st.fired += 1;
@@ -1767,7 +1778,7 @@ impl Exec<'_, '_> {
 }
 
 /// Rows that count as absent in both the old and the new state of a round, by relation.
-type Hidden = FxHashMap<usize, FxHashSet<Row>>;
+type Hidden = FxHashMap<usize, RowSet>;
 
 /// A batch's deletions and its insertions, to evaluate one after the other, and the inserted rows,
 /// hidden while the deletions are evaluated.
@@ -1781,7 +1792,7 @@ fn split(incoming: &Changes) -> (Changes, Changes, Hidden) {
         }
         if !change.plus.is_empty() {
             hidden.insert(*rel, (*change.plus).clone());
-            insertions.insert(*rel, Change { plus: change.plus.clone(), minus: FxHashSet::default() });
+            insertions.insert(*rel, Change { plus: change.plus.clone(), minus: RowSet::default() });
         }
     }
     (deletions, insertions, hidden)

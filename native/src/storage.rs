@@ -6,7 +6,8 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet, FxHasher};
+use hashbrown::Equivalent;
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHasher};
 use smallvec::SmallVec;
 use triomphe::ThinArc;
 
@@ -33,12 +34,18 @@ fn arity_of(words: usize) -> usize {
 impl Row {
     #[inline]
     pub fn new(values: &[Value]) -> Row {
+        Row::with_hash(values, hash_values(values))
+    }
+
+    /// A row of `values`, whose hash (`hash_values`) the caller computed.
+    #[inline]
+    fn with_hash(values: &[Value], hash: u64) -> Row {
         // on the stack for rows of up to 15 values, which is nearly every row
         let mut words: SmallVec<[u64; 16]> = values.iter().map(|v| v.parts().1).collect();
         for chunk in values.chunks(KINDS_PER_WORD) {
             words.push(chunk.iter().enumerate().fold(0, |kinds, (i, v)| kinds | (v.parts().0 as u64) << (2 * i)));
         }
-        Row(ThinArc::from_header_and_slice(FxBuildHasher.hash_one(values), &words))
+        Row(ThinArc::from_header_and_slice(hash, &words))
     }
 
     /// The number of values.
@@ -90,6 +97,53 @@ impl Hash for Row {
     }
 }
 
+/// The hash a row of these values has (`Row` and `RowOf` agree on it).
+#[inline]
+fn hash_values(values: &[Value]) -> u64 {
+    FxBuildHasher.hash_one(values)
+}
+
+/// A set of rows; hashbrown's, so that a row can be looked up by values not yet packed (`RowOf`).
+pub type RowSet = hashbrown::HashSet<Row, FxBuildHasher>;
+
+/// A map keyed by rows, looked up the same way.
+pub type RowMap<V> = hashbrown::HashMap<Row, V, FxBuildHasher>;
+
+/// Values standing for the row they would make, with that row's hash: a lookup in a `RowSet` or a
+/// `RowMap` by values allocates no row, as packing them (`Row::new`) would. Most lookups a rule makes
+/// this way (a fully bound atom, a head row derived before in the same round) need none.
+pub struct RowOf<'a> {
+    values: &'a [Value],
+    hash: u64,
+}
+
+impl<'a> RowOf<'a> {
+    #[inline]
+    pub fn new(values: &'a [Value]) -> Self {
+        RowOf { values, hash: hash_values(values) }
+    }
+
+    /// The row itself, hashed once.
+    pub fn to_row(&self) -> Row {
+        Row::with_hash(self.values, self.hash)
+    }
+}
+
+impl Hash for RowOf<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Equivalent<Row> for RowOf<'_> {
+    #[inline]
+    fn equivalent(&self, row: &Row) -> bool {
+        row.0.header.header == self.hash
+            && row.arity() == self.values.len()
+            && self.values.iter().enumerate().all(|(i, v)| row.get(i) == *v)
+    }
+}
+
 impl std::fmt::Debug for Row {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.values().fmt(f)
@@ -121,7 +175,7 @@ impl Values for [Value] {
 pub enum Bucket {
     One(Row),
     Few(Vec<Row>),
-    Many(Box<FxHashSet<Row>>),
+    Many(Box<RowSet>),
 }
 
 const FEW: usize = 16;
@@ -134,7 +188,7 @@ impl Bucket {
                 if rows.len() < FEW {
                     rows.push(row);
                 } else {
-                    let mut set: FxHashSet<Row> = rows.drain(..).collect();
+                    let mut set: RowSet = rows.drain(..).collect();
                     set.insert(row);
                     *self = Bucket::Many(Box::new(set));
                 }
@@ -274,7 +328,7 @@ pub type Key = SmallVec<[Value; 10]>;
 /// derived from empty in one stratum is handed to the strata above as its own rows, not a copy of
 /// them (JOB 26a's search space: 4.9 MB of its growth). Changed in place while held once, copied
 /// only when changed while shared.
-pub type SharedRows = Arc<FxHashSet<Row>>;
+pub type SharedRows = Arc<RowSet>;
 
 /// The visible rows of one relation.
 pub struct Relation {
@@ -477,7 +531,7 @@ pub struct Group {
 pub struct Aggregate {
     pub func: AggFunc,
     pub position: usize,
-    pub groups: FxHashMap<Row, Group>,
+    pub groups: RowMap<Group>,
 }
 
 impl Aggregate {
@@ -620,6 +674,18 @@ mod tests {
         assert!(int == float && float == boolean);
         let set: FxHashSet<Row> = [int, float, boolean].into_iter().collect();
         assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn a_row_is_found_by_its_values_and_by_values_python_deems_equal() {
+        let mut set = RowSet::default();
+        set.insert(Row::new(&[Value::Int(1), Value::Str(0)]));
+        assert!(set.contains(&RowOf::new(&[Value::Int(1), Value::Str(0)])));
+        assert!(set.contains(&RowOf::new(&[Value::Float(1.0), Value::Str(0)])));
+        assert!(!set.contains(&RowOf::new(&[Value::Int(1), Value::Str(1)])));
+        assert!(!set.contains(&RowOf::new(&[Value::Int(1)])));
+        let found = RowOf::new(&[Value::Bool(true), Value::Str(0)]).to_row();
+        assert!(set.contains(&found));
     }
 
     #[test]
