@@ -94,10 +94,7 @@ def test_a_function_sees_ints_floats_and_bools_that_compare_equal_as_the_values_
     assert engine.rows("p") == {("a", "int"), ("b", "float"), ("c", "bool")}
 
 
-def test_the_native_core_calls_a_function_once_per_distinct_arguments_in_a_run():
-    needs_backend("native")
-    calls = []
-
+def _doubling_engine(calls: list) -> Engine:
     def double(x):
         calls.append(x)
         return [(2 * x,)]
@@ -106,10 +103,37 @@ def test_the_native_core_calls_a_function_once_per_distinct_arguments_in_a_run()
     engine = Engine(program, {"double": double}, backend="native")
     engine.insert("e", [("a", 3), ("b", 3), ("c", 4)])
     engine.run()
-    engine.delete("e", [("a", 3)])  # retracting calls again, in a new run
+    return engine
+
+
+def test_the_native_core_calls_a_function_once_per_distinct_arguments_in_a_run():
+    needs_backend("native")
+    calls = []
+    _doubling_engine(calls)
+    assert sorted(calls) == [3, 4]
+
+
+def _calls_in_a_second_run(change) -> tuple[list, Engine]:
+    """The calls the native core makes in the run after a first one, for ``change`` of the facts."""
+    needs_backend("native")
+    calls = []
+    engine = _doubling_engine(calls)
+    calls.clear()
+    change(engine)
     engine.run()
-    assert sorted(calls) == [3, 3, 4]
+    return calls, engine
+
+
+def test_the_native_core_retracts_with_the_results_of_earlier_runs():
+    calls, engine = _calls_in_a_second_run(lambda engine: engine.delete("e", [("a", 3)]))
+    assert calls == []
     assert engine.rows("p") == {("b", 6), ("c", 8)}
+
+
+def test_the_native_core_calls_again_to_derive_in_a_later_run():
+    calls, engine = _calls_in_a_second_run(lambda engine: engine.insert("e", [("d", 3)]))
+    assert calls == [3]
+    assert ("d", 6) in engine.rows("p")
 
 
 def test_function_predicates_receive_bound_inputs_and_yield_rows():
