@@ -5,10 +5,11 @@
 use std::cmp::Ordering;
 use std::collections::hash_map::Entry as HashEntry;
 use std::collections::BinaryHeap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+use hashbrown::Equivalent;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
 use rustc_hash::FxHashMap;
@@ -1496,13 +1497,13 @@ struct View<'a> {
 }
 
 impl View<'_> {
-    fn excluded(&self, row: &Row) -> bool {
+    /// Whether `row` (a stored row, or values standing for one) is left out of this view.
+    fn excluded<R: Hash + Equivalent<Row> + ?Sized>(&self, row: &R) -> bool {
         self.hidden.is_some_and(|h| h.contains(row)) || self.entering.is_some_and(|h| h.contains(row))
     }
 
     fn has(&self, row: &RowOf) -> bool {
-        let excluded = self.hidden.is_some_and(|h| h.contains(row)) || self.entering.is_some_and(|h| h.contains(row));
-        (self.rel.rows.contains(row) && !excluded) || self.leaving.is_some_and(|s| s.contains(row))
+        (self.rel.rows.contains(row) && !self.excluded(row)) || self.leaving.is_some_and(|s| s.contains(row))
     }
 }
 
