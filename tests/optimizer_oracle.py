@@ -37,7 +37,14 @@ def all_plans(query: Query, catalog, weights=None) -> list[tuple[float, str]]:
     def stats(mask):
         return estimator.stats(mask)
 
+    holders: dict[str, int] = {}  # key class -> the relations with a column in it
+    for predicate in query.joins:
+        key = query.key_class[predicate.left]
+        holders[key] = holders.get(key, 0) | query.bit(predicate.left.alias) | query.bit(predicate.right.alias)
+
     def plans(mask: int, prop: str) -> Iterator[tuple[float, str]]:
+        if prop != "any" and not holders[prop[prop.index("[") + 1:-1]] & mask:
+            return  # nothing to partition or sort on
         if prop.startswith("hash["):
             local = costs.unary("exchange", stats(mask).rows, stats(mask).width, factor("exchange"))[0][0]
             for c, key in plans(mask, "any"):

@@ -63,7 +63,25 @@ def test_a_broadcast_join_passes_the_required_property_to_its_streamed_side():
     query, _ = chain3()
     space = PlanSpace(query)
     a, b = query.bit("a"), query.bit("b")
-    assert ("join", "broadcast_hash_join", a, "hash[b.y]", b, "any") in space.split(a | b, "hash[b.y]")
+    assert ("join", "broadcast_hash_join", b, "hash[b.y]", a, "any") in space.split(a | b, "hash[b.y]")
+
+
+def test_a_broadcast_join_asks_no_partitioning_of_a_side_without_the_key_column():
+    # a has no column of the class b.y = c.y: it cannot be partitioned on it, so a broadcast join
+    # streaming a cannot deliver a | b partitioned on it
+    query, _ = chain3()
+    space = PlanSpace(query)
+    a, b = query.bit("a"), query.bit("b")
+    streamed = {alt[2] for alt in space.split(a | b, "hash[b.y]") if alt[1] == "broadcast_hash_join"}
+    assert streamed == {b}
+
+
+def test_an_expression_without_a_column_of_the_key_class_has_no_plan_on_it():
+    query, _ = chain3()
+    space = PlanSpace(query)
+    a = query.bit("a")
+    assert space.split(a, "hash[b.y]") == []
+    assert space.split(a, "sorted[b.y]") == []
 
 
 def test_a_sort_merge_join_delivers_its_key_order_to_its_parent():

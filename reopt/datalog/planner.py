@@ -6,7 +6,7 @@ the new ones, which counts every derivation exactly once. When several atoms' re
 one round (a first load: all of them), the plan of the first changed atom makes the derivations
 they share, so a rule lists first the atom whose changes are largest: it is iterated, and the
 others are looked up (the optimizer's rules start from the search space). The other way round,
-the first load of JOB 26a indexed its 158,477 alternatives by operator to meet 6 cost factors.
+the first load of JOB 26a indexed all its alternatives by operator to meet 6 cost factors.
 
 Each (rule, i) becomes one ``Plan``: a greedy join order that starts from the delta tuple (filters
 first, then bound lookups, those with the largest share of their columns bound first, then
