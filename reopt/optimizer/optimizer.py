@@ -93,12 +93,12 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
-# What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 14):
-# bench_job.py's peak over optimizing and re-optimizing JOB 28a, 29,228 connected pairs, is 1.17 GB,
-# about 40 KB a pair, reached while re-optimizing (optimizing it alone peaks at 452 MB); optimizing
-# JOB 29a alone, 222,882 pairs, peaks at 3.1-3.2 GB (14 KB a pair), in 54-66 s across sessions, and
-# re-optimizing it after one selectivity change at 5.16 GB.
-DEFAULT_MAX_JOIN_PAIRS = 50_000
+# What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 20,
+# /tmp scripts optimizing, then re-optimizing after one join's selectivity x8 and x1/8, each undone):
+# JOB 28a, 29,228 connected pairs, peaks at 381 MB, and JOB 29a, 222,882 pairs, at 2,877 MB, both
+# about 13 KB a pair, reached while re-optimizing (optimizing 29a alone: 1,502 MB in 38 s). At that
+# rate the limit holds a query to about 3.3 GB; the largest JOB queries (29a-c) are within it.
+DEFAULT_MAX_JOIN_PAIRS = 250_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
     "none": (False, False, False, False),

@@ -167,7 +167,7 @@ class Query:
             raise QueryTooLargeError(
                 f"the query joins {len(self.aliases)} relations into more than {limit:,} connected pairs of "
                 "sub-expressions, the configured limit (OptimizerConfig.max_join_pairs); exact optimization "
-                "holds every pair, 15-40 KB each: raise the limit, or pass None, where the memory is there")
+                "holds every pair, about 13 KB each: raise the limit, or pass None, where the memory is there")
         return list(self._pairs)
 
     def _components(self) -> list[int]:
