@@ -46,8 +46,10 @@ def delta_for(draw, query, optimizer):
     kind = draw(st.sampled_from(["table", "selectivity", "cardinality", "cost_factor", "batch"]))
     if kind == "table":
         alias, table = draw(st.sampled_from(query.relations))
+        # the optimizer is shared across examples, so factors compound: keep the table below the
+        # 1e18 rows a catalog accepts
         rows = optimizer.catalog.table(table).rows * draw(FACTORS)
-        return reopt.DeltaStats.table(table, rows=max(1.0, round(rows)))
+        return reopt.DeltaStats.table(table, rows=min(max(1.0, round(rows)), 1e15))
     if kind == "selectivity":
         predicate = draw(st.sampled_from(sorted(query.predicate_texts())))
         return reopt.DeltaStats.selectivity(predicate, draw(st.floats(min_value=1e-6, max_value=1.0)))
