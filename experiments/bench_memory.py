@@ -7,7 +7,7 @@ the growth are those of building the optimizer and optimizing, and native's shar
 growth is the figure to read.
 
     .venv/bin/python experiments/bench_memory.py [--query 26a] [--pruning none] [--timeout 900]
-        [--max-join-pairs N|none]   # the optimizer's size limit (default: the library's); none lifts it
+        [--max-join-pairs N|none|auto]   # the optimizer's size limit (default auto: the library's); none lifts it
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from reopt.optimizer.optimizer import DEFAULT_MAX_JOIN_PAIRS
-
 JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 
 
-def child(query: str, pruning: str, backend: str, max_join_pairs: int | None) -> None:
+def child(query: str, pruning: str, backend: str, max_join_pairs: int | str | None) -> None:
     import reopt
     from reopt.optimizer import parse_sql
 
@@ -51,9 +49,10 @@ def main() -> None:
     parser.add_argument("--pruning", default="none")
     parser.add_argument("--backends", default="native,python")
     parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--max-join-pairs", default=str(DEFAULT_MAX_JOIN_PAIRS),
-                        type=lambda v: None if v == "none" else int(v),
-                        help="the optimizer's size limit in connected pairs, or 'none' (default: %(default)s)")
+    parser.add_argument("--max-join-pairs", default="auto",
+                        type=lambda v: None if v == "none" else v if v == "auto" else int(v),
+                        help="the optimizer's size limit in connected pairs, 'none', or 'auto', the library's "
+                             "for the pruning setting (default)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -68,6 +67,9 @@ def main() -> None:
             done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, check=True)
         except subprocess.TimeoutExpired:
             print(f"  {backend}: over {args.timeout:.0f} s")
+            continue
+        except subprocess.CalledProcessError as exc:  # e.g. the size limit refused the query
+            print(f"  {backend}: failed: {(exc.stderr.strip().splitlines() or ['no message'])[-1][:300]}")
             continue
         r = results[backend] = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"  {backend}: {r['relations']} relations, {r['alternatives']} alternatives, {r['seconds']:.2f} s, "

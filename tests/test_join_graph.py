@@ -107,3 +107,20 @@ def test_the_baselines_honour_the_same_limit():
 def test_the_pair_limit_must_be_a_positive_int(limit):
     with pytest.raises(reopt.OptimizerError, match="max_join_pairs"):
         reopt.OptimizerConfig(max_join_pairs=limit)
+
+
+def test_the_pair_limit_follows_the_pruning_design_unless_given():
+    # the memo-based pruning holds about ten times as much a pair as the goal bound
+    from reopt.optimizer.optimizer import DEFAULT_MAX_JOIN_PAIRS, MEMO_MAX_JOIN_PAIRS
+    assert reopt.OptimizerConfig().max_join_pairs == DEFAULT_MAX_JOIN_PAIRS
+    assert reopt.OptimizerConfig.setting("none").max_join_pairs == DEFAULT_MAX_JOIN_PAIRS
+    assert reopt.OptimizerConfig.setting("all").max_join_pairs == MEMO_MAX_JOIN_PAIRS < DEFAULT_MAX_JOIN_PAIRS
+    assert reopt.OptimizerConfig(goal_bound=False, aggregate_selection=True).max_join_pairs == MEMO_MAX_JOIN_PAIRS
+    assert reopt.OptimizerConfig(goal_bound=False, aggregate_selection=True, max_join_pairs=None).max_join_pairs is None
+
+
+def test_a_memo_based_setting_refuses_a_query_the_goal_bound_takes():
+    query, catalog = clique(10)  # 28,501 splits
+    reopt.Optimizer(query, catalog)  # within the goal bound's limit
+    with pytest.raises(reopt.QueryTooLargeError, match=r"more than 25,000"):
+        reopt.Optimizer(query, catalog, reopt.OptimizerConfig.setting("all"))

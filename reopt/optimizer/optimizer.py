@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Literal
 
 from sqlglot import exp
 
@@ -97,8 +98,11 @@ class OptimizerMetrics:
 # /tmp scripts optimizing, then re-optimizing after one join's selectivity x8 and x1/8, each undone):
 # JOB 28a, 29,228 connected pairs, peaks at 381 MB, and JOB 29a, 222,882 pairs, at 2,877 MB, both
 # about 13 KB a pair, reached while re-optimizing (optimizing 29a alone: 1,502 MB in 38 s). At that
-# rate the limit holds a query to about 3.3 GB; the largest JOB queries (29a-c) are within it.
+# rate the limit holds a query to about 3.3 GB; the largest JOB queries (29a-c) are within it. The
+# memo-based pruning holds about ten times as much a pair (28a optimized with all of it: 2,057 MB,
+# against 227 MB with the goal bound), so its settings get a tenth of the limit.
 DEFAULT_MAX_JOIN_PAIRS = 250_000
+MEMO_MAX_JOIN_PAIRS = 25_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
     "none": (False, False, False, False),
@@ -131,18 +135,21 @@ class OptimizerConfig:
     recursive_bounding: bool = False
     backend: str | None = None  # the engine's evaluation backend: "native", "python", or the default
     # The largest plan space accepted, in connected splits (pairs of sub-expressions joined): a query
-    # with more raises QueryTooLargeError before anything is built. None: no limit (the declarative
-    # optimizer's peak is about 15 KB a pair optimizing, up to 40 KB re-optimizing).
-    max_join_pairs: int | None = DEFAULT_MAX_JOIN_PAIRS
+    # with more raises QueryTooLargeError before anything is built. None: no limit. "auto": the
+    # pruning design's own, DEFAULT_MAX_JOIN_PAIRS or, for the memo-based pruning, MEMO_MAX_JOIN_PAIRS.
+    max_join_pairs: int | None | Literal["auto"] = "auto"
     goal_bound: bool = True
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
             raise OptimizerError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if self.max_join_pairs == "auto":
+            limit = MEMO_MAX_JOIN_PAIRS if self.remembers_costs else DEFAULT_MAX_JOIN_PAIRS
+            object.__setattr__(self, "max_join_pairs", limit)
         if self.max_join_pairs is not None and (
                 isinstance(self.max_join_pairs, bool) or not isinstance(self.max_join_pairs, int)
                 or self.max_join_pairs < 1):
-            raise OptimizerError(f"max_join_pairs must be a positive int or None, got {self.max_join_pairs!r}")
+            raise OptimizerError(f"max_join_pairs must be a positive int, None or 'auto', got {self.max_join_pairs!r}")
         if self.goal_bound and self.remembers_costs:
             # The memo-based mechanisms cost an input at its remembered best, which is exact only when
             # every entry's best is derived; under the goal bound, entries costlier than the root are not.
