@@ -94,13 +94,14 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
-# What exact optimization and re-optimization fit in 4 GB. Measured (goal bound, native, session 20,
-# /tmp scripts optimizing, then re-optimizing after one join's selectivity x8 and x1/8, each undone):
-# JOB 28a, 29,228 connected pairs, peaks at 381 MB, and JOB 29a, 222,882 pairs, at 2,877 MB, both
-# about 13 KB a pair, reached while re-optimizing (optimizing 29a alone: 1,502 MB in 38 s). At that
-# rate the limit holds a query to about 3.3 GB; the largest JOB queries (29a-c) are within it. The
-# memo-based pruning holds about ten times as much a pair (28a optimized with all of it: 2,057 MB,
-# against 227 MB with the goal bound), so its settings get a tenth of the limit.
+# How much a query may hold. Measured (goal bound, native, session 20, `bench_job.py --only 28a,29a
+# --optimizers default --timeout 300`): optimizing takes about 7 KB a connected pair (JOB 29a,
+# 222,882 pairs, 1.5 GB), re-optimizing after a join's change about 13 KB, and after a change that
+# reaches nearly everything (the largest table x8) up to 21 KB: 28a (29,228 pairs) peaks at 539 MB,
+# 29a at 4,656 MB. So at this limit a query optimizes in under 2 GB, but re-optimizing the largest
+# ones can take over 4 GB; a caller short of memory sets a lower limit. The memo-based pruning holds
+# about ten times as much a pair (28a optimized with all of it: 2,057 MB, against 227 MB with the goal
+# bound), so its settings get a tenth of the limit.
 DEFAULT_MAX_JOIN_PAIRS = 250_000
 MEMO_MAX_JOIN_PAIRS = 25_000
 

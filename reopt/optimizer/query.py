@@ -167,8 +167,8 @@ class Query:
             raise QueryTooLargeError(
                 f"the query joins {len(self.aliases)} relations into more than {limit:,} connected pairs of "
                 "sub-expressions, the configured limit (OptimizerConfig.max_join_pairs); exact optimization "
-                "holds every pair (about 13 KB each with the goal bound, ten times that with the memo-based pruning): "
-                "raise the limit, or pass None, where the memory is there")
+                "holds every pair (with the goal bound about 7 KB each to optimize, up to 21 KB to re-optimize; ten "
+                "times that with the memo-based pruning): raise the limit, or pass None, where the memory is there")
         return list(self._pairs)
 
     def _components(self) -> list[int]:
