@@ -91,7 +91,7 @@ class DeltaStats:
             if change.kind == "table":
                 mask |= query.mask([a for a, t in query.relations if t == change.target])
             elif change.kind == "selectivity":
-                predicate = query.predicate_texts()[query.resolve_predicate(change.target)]
+                predicate = query.predicate(change.target)
                 if hasattr(predicate, "alias"):
                     mask |= query.bit(predicate.alias)
         return mask
@@ -120,8 +120,7 @@ class DeltaStats:
             elif change.kind == "cardinality":
                 needs.append(0)
             elif change.kind == "selectivity":
-                canonical = query.resolve_predicate(change.target)
-                predicate = query.predicate_texts()[canonical]
+                predicate = query.predicate(change.target)
                 aliases = [predicate.alias] if hasattr(predicate, "alias") else [
                     predicate.left.alias, predicate.right.alias]
                 needs.append(query.mask(aliases))

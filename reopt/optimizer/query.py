@@ -88,6 +88,9 @@ class Query:
         self._pairs: list[tuple[int, int]] | None = None
         self._needed: dict[str, frozenset[str] | None] = {}
         self._texts: dict[str, object] | None = None
+        # a predicate as a user wrote it -> its canonical text; a query never changes, and parsing
+        # the text was 40% of re-optimizing Q8Join after a selectivity change written another way
+        self._resolved: dict[str, str] = {}
         if not self.is_connected(self.full):
             parts = self._components()
             raise QueryError(
@@ -256,16 +259,29 @@ class Query:
         return {c: str(find(c)) for c in list(parent)}
 
     def predicate_texts(self) -> dict[str, object]:
+        return dict(self._predicates())
+
+    def predicate(self, text: str) -> object:
+        """The join predicate or filter a text names (see ``resolve_predicate``)."""
+        return self._predicates()[self.resolve_predicate(text)]
+
+    def _predicates(self) -> dict[str, object]:
         if self._texts is None:
             self._texts = {p.text: p for p in self.joins}
             self._texts.update({f.text: f for f in self.filters})
-        return dict(self._texts)
+        return self._texts
 
     def resolve_predicate(self, text: str) -> str:
         """The canonical text of one of the query's predicates, given as SQL (columns may be unqualified)."""
-        known = self.predicate_texts()
+        known = self._predicates()
         if text in known:
             return text
+        canonical = self._resolved.get(text)
+        if canonical is None:
+            canonical = self._resolved[text] = self._parse_predicate(text, known)
+        return canonical
+
+    def _parse_predicate(self, text: str, known: dict[str, object]) -> str:
         try:
             parsed = sqlglot.parse_one(text)
         except sqlglot.errors.ParseError as exc:
