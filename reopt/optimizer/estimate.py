@@ -36,6 +36,7 @@ nor above ``MAX_ROWS``.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .catalog import Catalog
@@ -53,6 +54,19 @@ def _width(stats, columns: set[str] | None) -> float:
 # Estimates saturate here: a join of many huge tables with unselective predicates would otherwise
 # overflow to inf (and costs to NaN). Saturating is monotone, so costs stay monotone in their inputs.
 MAX_ROWS = 1e30
+
+
+def _root(parent: dict[int, int], c: int) -> int:
+    """``c``'s part in a union-find held as a dict (a column absent from it is a part of its own)."""
+    while (up := parent.get(c, c)) != c:
+        c = up
+    return c
+
+
+def _containment(ndvs: Iterable[float]) -> tuple[float, ...]:
+    """The selectivities of joining parts with these distinct counts: every part but the one with
+    the fewest divides by its count (containment), taken in order of count."""
+    return tuple(clamp(1.0 / ndv) for ndv in sorted(ndvs)[1:])
 
 
 class _Partition:
@@ -157,6 +171,9 @@ class Estimator:
         self._scanned = [leaf[2] for leaf in self._leaves]
         graph = self._graph = _join_graph(query)
         self._ndv = [max(catalog.column(table, column).ndv, 1.0) for table, column in graph.columns]
+        # each key class's containment selectivities, kept while the distinct counts stay as they were
+        self._group_factors: dict[tuple[int, ...], tuple[float, ...]] = (
+            previous._group_factors if previous is not None and previous._ndv == self._ndv else {})
         # each predicate's selectivity as learnt at run time (an override or an observation), or None
         self._learnt: list[float | None] = [catalog.selectivities.get(text) for text in graph.texts]
         self._corrections: list[tuple[int, float]] = []
@@ -195,22 +212,30 @@ class Estimator:
         graph, learnt = self._graph, self._learnt
         inside, groups = graph.classes(mask)
         selectivity = 1.0
-        known = sorted((j for j in inside if learnt[j] is not None), key=lambda j: (-learnt[j], graph.texts[j]))
-        part = _Partition()
-        for j in known:
-            if part.union(*graph.ends[j]):
-                selectivity *= learnt[j]
+        known = [j for j in inside if learnt[j] is not None]
+        merged: dict[int, int] = {}  # union-find over the columns learnt predicates join
+        if known:
+            known.sort(key=lambda j: (-learnt[j], graph.texts[j]))
+            for j in known:
+                a, b = graph.ends[j]
+                a, b = _root(merged, a), _root(merged, b)
+                if a != b:
+                    merged[max(a, b)] = min(a, b)
+                    selectivity *= learnt[j]
         for group in groups:
-            if known:  # a part's distinct count is the smallest of its columns'
+            if merged and any(column in merged for column in group):
+                # a part's distinct count is the smallest of its columns'
                 counts: dict[int, float] = {}
                 for column in group:
-                    root = part.find(column)
+                    root = _root(merged, column)
                     counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
-                ndvs = sorted(counts.values())
+                factors = _containment(counts.values())
             else:
-                ndvs = sorted(self._ndv[column] for column in group)
-            for ndv in ndvs[1:]:
-                selectivity *= clamp(1.0 / ndv)
+                factors = self._group_factors.get(group)
+                if factors is None:
+                    factors = self._group_factors[group] = _containment(self._ndv[c] for c in group)
+            for factor in factors:
+                selectivity *= factor
         return selectivity
 
     def _base(self, mask: int) -> float:
