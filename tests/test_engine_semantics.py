@@ -305,6 +305,15 @@ def test_native_backend_refuses_values_it_cannot_hold_and_names_them(value):
     assert not engine.has_pending
 
 
+@pytest.mark.parametrize("value", [2**70, 2**63, -(2**63) - 1, 3])
+def test_a_lookup_by_a_value_no_row_holds_finds_nothing(value):
+    engine = engine_for(".input e(x, y).")
+    engine.insert("e", [(1, "a"), (2**63 - 1, "b"), (-(2**63), "c")])
+    engine.run()
+    assert engine.lookup("e", (0,), (value,)) == set()
+    assert engine.lookup("e", (0,), (2**63 - 1,)) == {(2**63 - 1, "b")}
+
+
 class FloatSubclass(float):
     """A float of another type, as numpy's float64 is."""
 

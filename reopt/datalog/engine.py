@@ -189,7 +189,7 @@ class Engine:
         if len(positions) != len(key) or any(not 0 <= p < info.arity for p in positions):
             raise DatalogError(f"lookup on '{relation}' (arity {info.arity}) needs one key value per position "
                                f"in range; got positions {positions!r} and key {_short(key)}")
-        return self._core.lookup(self._stored(relation), positions, key)
+        return self._core.lookup(info.alias_of or relation, positions, key)
 
     def counts(self, relation: str) -> dict[Row, int]:
         """Insertion counts of an input relation, or derivation counts of a derived one (an alias's

@@ -148,8 +148,19 @@ class NativeCore:
     def touched_rows(self, relation: str) -> set:
         return self._core.touched_rows(self._ids[relation])
 
+    def _holdable(self, values: tuple) -> bool:
+        """Whether this backend can hold every value, checked inline for the common kinds: a plan's
+        extraction looks up a row per node."""
+        for value in values:
+            kind = type(value)
+            if kind is str or kind is float or kind is bool or (kind is int and INT_MIN <= value <= INT_MAX):
+                continue
+            if self.unsupported(value):
+                return False
+        return True
+
     def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set:
-        if any(self.unsupported(v) for v in key):
+        if not self._holdable(key):
             return set()
         return self._core.lookup(self._ids[relation], positions, key)
 
@@ -166,7 +177,7 @@ class NativeCore:
         return self._core.state_size()
 
     def candidates(self, relation: str, group: tuple) -> dict:
-        if any(self.unsupported(v) for v in group):
+        if not self._holdable(group):
             return {}
         return self._core.candidates(self._ids[relation], group)
 
