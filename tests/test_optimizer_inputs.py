@@ -187,6 +187,13 @@ def test_selectivity_delta_accepts_unqualified_or_reversed_predicates(q3):
     assert q3.catalog.selectivities["customer.c_custkey = orders.o_custkey"] == 0.5
 
 
+def test_a_predicate_resolves_alike_however_often_and_however_spelled(q3):
+    # more spellings than a query remembers: those past the limit are parsed each time, alike
+    spellings = ["o_custkey" + " " * n + "= c_custkey" for n in range(1, 1100)]
+    for _ in range(2):
+        assert {q3.query.resolve_predicate(s) for s in spellings} == {"customer.c_custkey = orders.o_custkey"}
+
+
 def test_explain_shows_operator_strategy_property_rows_and_cost(q3):
     text = q3.optimize().explain()
     assert "scan lineitem" in text

@@ -278,7 +278,9 @@ class Query:
             return text
         canonical = self._resolved.get(text)
         if canonical is None:
-            canonical = self._resolved[text] = self._parse_predicate(text, known)
+            canonical = self._parse_predicate(text, known)
+            if len(self._resolved) < _RESOLVED_SPELLINGS:
+                self._resolved[text] = canonical
         return canonical
 
     def _parse_predicate(self, text: str, known: dict[str, object]) -> str:
@@ -308,6 +310,11 @@ class Query:
     @staticmethod
     def builder() -> "QueryBuilder":
         return QueryBuilder()
+
+
+# Spellings of predicates a query remembers: a long-running stream may name its predicates in many
+# ways (whitespace, order), and each resolution is kept for the query's life.
+_RESOLVED_SPELLINGS = 1024
 
 
 class QueryBuilder:
