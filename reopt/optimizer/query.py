@@ -86,7 +86,8 @@ class Query:
         self._connected: dict[int, bool] = {}
         self._connected_sets: list[int] | None = None
         self._pairs: list[tuple[int, int]] | None = None
-        self._needed: dict[str, frozenset[str] | None] = {}
+        self._needed: dict[str, frozenset[str] | None] = {}  # a query never changes: worked out once
+        self._read: dict[str, frozenset[str] | None] = {}
         self._texts: dict[str, object] | None = None
         # a predicate as a user wrote it -> its canonical text; a query never changes, and parsing
         # the text was 40% of re-optimizing Q8Join after a selectivity change written another way
@@ -226,10 +227,13 @@ class Query:
 
     def read_columns(self, alias: str) -> set[str] | None:
         """The columns a scan of the relation reads: the needed ones and those its filters test."""
-        needed = self.needed_columns(alias)
-        if needed is None:
-            return None
-        return needed | {c.name.lower() for f in self.filters_on(alias) for c in f.expression.find_all(exp.Column)}
+        alias = alias.lower()
+        if alias not in self._read:
+            needed = self.needed_columns(alias)
+            self._read[alias] = None if needed is None else frozenset(
+                needed | {c.name.lower() for f in self.filters_on(alias) for c in f.expression.find_all(exp.Column)})
+        read = self._read[alias]
+        return None if read is None else set(read)
 
     def join_keys(self, left: int, right: int) -> list[str]:
         """The key-equivalence classes joining two expressions, sorted by name."""
