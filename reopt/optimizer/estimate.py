@@ -57,41 +57,26 @@ MAX_ROWS = 1e30
 
 
 def _root(parent: dict[int, int], c: int) -> int:
-    """``c``'s part in a union-find held as a dict (a column absent from it is a part of its own)."""
+    """``c``'s part in a union-find over column numbers held as a dict (a column absent from it is a
+    part of its own); the smallest column of a part is its root."""
     while (up := parent.get(c, c)) != c:
         c = up
     return c
+
+
+def _union(parent: dict[int, int], a: int, b: int) -> bool:
+    """Merge the parts of a and b; False if they were one part already."""
+    a, b = _root(parent, a), _root(parent, b)
+    if a == b:
+        return False
+    parent[max(a, b)] = min(a, b)
+    return True
 
 
 def _containment(ndvs: Iterable[float]) -> tuple[float, ...]:
     """The selectivities of joining parts with these distinct counts: every part but the one with
     the fewest divides by its count (containment), taken in order of count."""
     return tuple(clamp(1.0 / ndv) for ndv in sorted(ndvs)[1:])
-
-
-class _Partition:
-    """Union-find over column numbers."""
-
-    def __init__(self) -> None:
-        self._parent: dict[int, int] = {}
-
-    def find(self, c: int) -> int:
-        self._parent.setdefault(c, c)
-        while self._parent[c] != c:
-            self._parent[c] = self._parent[self._parent[c]]
-            c = self._parent[c]
-        return c
-
-    def union(self, a: int, b: int) -> bool:
-        """Merge the parts of a and b; False if they were one part already."""
-        a, b = self.find(a), self.find(b)
-        if a == b:
-            return False
-        self._parent[max(a, b)] = min(a, b)
-        return True
-
-    def members(self) -> list[int]:
-        return list(self._parent)
 
 
 class _JoinGraph:
@@ -123,12 +108,12 @@ class _JoinGraph:
         known = self._classes.get(mask)
         if known is None:
             inside = tuple(j for j, pair in enumerate(self.pairs) if pair & mask == pair)
-            equal = _Partition()
+            equal: dict[int, int] = {}
             for j in inside:
-                equal.union(*self.ends[j])
+                _union(equal, *self.ends[j])
             groups: dict[int, list[int]] = {}
-            for column in sorted(equal.members()):
-                groups.setdefault(equal.find(column), []).append(column)
+            for column in sorted({column for j in inside for column in self.ends[j]}):
+                groups.setdefault(_root(equal, column), []).append(column)
             known = self._classes[mask] = (inside, tuple(tuple(groups[root]) for root in sorted(groups)))
         return known
 
@@ -216,7 +201,7 @@ class Estimator:
         merged: dict[int, int] = {}  # union-find over the columns learnt predicates join
         if known:
             known.sort(key=lambda j: (-learnt[j], graph.texts[j]))
-            for j in known:
+            for j in known:  # _union, written out: this runs for every estimate after a change
                 a, b = graph.ends[j]
                 a, b = _root(merged, a), _root(merged, b)
                 if a != b:
