@@ -98,9 +98,16 @@ class Engine:
 
     def update(self, relation: str, old: Iterable[Any], new: Iterable[Any]) -> None:
         """Queue the replacement of one present row by another (a deletion and an insertion)."""
-        old_row, new_row = self._check_rows(relation, [old, new])
-        self._queue_deletions(relation, [old_row])
-        self._queue_insertions(relation, [new_row])
+        old_row, new_row = self._check_rows(relation, (old, new))
+        # one row each way, queued without the lists and counting of the bulk paths: a stream of
+        # single updates (an edge's weight, a statistic) pays this per change
+        pending = self._pending.get(relation) or {}
+        queued = pending.get(old_row, 0)
+        if self._core.count(relation, old_row) + queued < 1:
+            raise DeltaError(f"cannot delete {_short(old_row)} from '{relation}': it is not present")
+        self._pending[relation] = pending
+        pending[old_row] = queued - 1
+        pending[new_row] = pending.get(new_row, 0) + 1
 
     def _queue_insertions(self, relation: str, rows: list[Row]) -> None:
         pending = self._pending.setdefault(relation, {})
