@@ -255,6 +255,35 @@ def test_stats_count_work_for_the_last_run_and_in_total():
     assert engine.stats.total["path"].deleted == 2
 
 
+def test_updating_a_row_queued_for_insertion_replaces_it():
+    engine = engine_for(".input e(x, w).\np(x, w) :- e(x, w).")
+    engine.insert("e", [(3, 1.0)])
+    engine.update("e", old=(3, 1.0), new=(3, 2.0))
+    engine.run()
+    assert engine.rows("p") == {(3, 2.0)}
+
+
+def test_updates_chained_in_one_batch_apply_in_order():
+    engine = engine_for(".input e(x, w).\np(x, w) :- e(x, w).")
+    engine.insert("e", [(1, 3.0)])
+    engine.run()
+    engine.update("e", old=(1, 3.0), new=(1, 4.0))
+    engine.update("e", old=(1, 4.0), new=(1, 5.0))
+    with pytest.raises(DeltaError, match="it is not present"):
+        engine.update("e", old=(1, 4.0), new=(1, 6.0))  # already replaced in this batch
+    assert engine.run()["p"].inserted == {(1, 5.0)}
+    assert engine.rows("p") == {(1, 5.0)}
+
+
+def test_updating_a_row_to_itself_changes_nothing():
+    engine = engine_for(".input e(x, w).\np(x, w) :- e(x, w).")
+    engine.insert("e", [(1, 3.0)])
+    engine.run()
+    engine.update("e", old=(1, 3.0), new=(1, 3.0))
+    assert engine.run() == {}
+    assert engine.counts("e") == {(1, 3.0): 1}
+
+
 def test_update_reports_weight_change_in_shortest_paths():
     engine = Engine(Program.load(EXAMPLES / "shortest_paths.dl"))
     engine.insert("source", [(1,)])
