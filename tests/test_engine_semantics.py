@@ -255,8 +255,16 @@ def test_stats_count_work_for_the_last_run_and_in_total():
     assert engine.stats.total["path"].deleted == 2
 
 
-def test_updating_a_row_queued_for_insertion_replaces_it():
+def copy_holding(*rows) -> Engine:
+    """An engine whose rule copies the input ``e`` into ``p``, after a run with these rows."""
     engine = engine_for(".input e(x, w).\np(x, w) :- e(x, w).")
+    engine.insert("e", list(rows))
+    engine.run()
+    return engine
+
+
+def test_updating_a_row_queued_for_insertion_replaces_it():
+    engine = copy_holding()
     engine.insert("e", [(3, 1.0)])
     engine.update("e", old=(3, 1.0), new=(3, 2.0))
     engine.run()
@@ -264,9 +272,7 @@ def test_updating_a_row_queued_for_insertion_replaces_it():
 
 
 def test_updates_chained_in_one_batch_apply_in_order():
-    engine = engine_for(".input e(x, w).\np(x, w) :- e(x, w).")
-    engine.insert("e", [(1, 3.0)])
-    engine.run()
+    engine = copy_holding((1, 3.0))
     engine.update("e", old=(1, 3.0), new=(1, 4.0))
     engine.update("e", old=(1, 4.0), new=(1, 5.0))
     with pytest.raises(DeltaError, match="it is not present"):
@@ -276,9 +282,7 @@ def test_updates_chained_in_one_batch_apply_in_order():
 
 
 def test_updating_a_row_to_itself_changes_nothing():
-    engine = engine_for(".input e(x, w).\np(x, w) :- e(x, w).")
-    engine.insert("e", [(1, 3.0)])
-    engine.run()
+    engine = copy_holding((1, 3.0))
     engine.update("e", old=(1, 3.0), new=(1, 3.0))
     assert engine.run() == {}
     assert engine.counts("e") == {(1, 3.0): 1}
