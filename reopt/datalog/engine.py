@@ -99,14 +99,12 @@ class Engine:
     def update(self, relation: str, old: Iterable[Any], new: Iterable[Any]) -> None:
         """Queue the replacement of one present row by another (a deletion and an insertion)."""
         old_row, new_row = self._check_rows(relation, (old, new))
-        # one row each way, queued without the lists and counting of the bulk paths: a stream of
+        # one row each way, queued without the lists and tallies of the bulk paths: a stream of
         # single updates (an edge's weight, a statistic) pays this per change
         pending = self._pending.get(relation) or {}
-        queued = pending.get(old_row, 0)
-        if self._core.count(relation, old_row) + queued < 1:
-            raise DeltaError(f"cannot delete {_short(old_row)} from '{relation}': it is not present")
+        self._require_present(relation, old_row, pending, 1)
         self._pending[relation] = pending
-        pending[old_row] = queued - 1
+        pending[old_row] = pending.get(old_row, 0) - 1
         pending[new_row] = pending.get(new_row, 0) + 1
 
     def _queue_insertions(self, relation: str, rows: list[Row]) -> None:
@@ -119,11 +117,15 @@ class Engine:
         wanted: dict[Row, int] = {}
         for row in rows:
             wanted[row] = wanted.get(row, 0) + 1
-            if self._core.count(relation, row) + pending.get(row, 0) < wanted[row]:
-                raise DeltaError(f"cannot delete {_short(row)} from '{relation}': it is not present")
+            self._require_present(relation, row, pending, wanted[row])
         pending = self._pending.setdefault(relation, pending)
         for row, n in wanted.items():
             pending[row] = pending.get(row, 0) - n
+
+    def _require_present(self, relation: str, row: Row, pending: dict[Row, int], copies: int) -> None:
+        """Deleting ``copies`` of ``row`` needs that many, counting the changes already queued."""
+        if self._core.count(relation, row) + pending.get(row, 0) < copies:
+            raise DeltaError(f"cannot delete {_short(row)} from '{relation}': it is not present")
 
     def discard_pending(self) -> None:
         """Drop the deltas queued since the last successful ``run()``."""

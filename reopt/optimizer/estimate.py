@@ -201,11 +201,8 @@ class Estimator:
         merged: dict[int, int] = {}  # union-find over the columns learnt predicates join
         if known:
             known.sort(key=lambda j: (-learnt[j], graph.texts[j]))
-            for j in known:  # _union, written out: this runs for every estimate after a change
-                a, b = graph.ends[j]
-                a, b = _root(merged, a), _root(merged, b)
-                if a != b:
-                    merged[max(a, b)] = min(a, b)
+            for j in known:
+                if _union(merged, *graph.ends[j]):
                     selectivity *= learnt[j]
         for group in groups:
             if merged and any(column in merged for column in group):
