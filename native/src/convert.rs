@@ -4,6 +4,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyFloat, PyInt, PyString, PyTuple};
 
+use smallvec::SmallVec;
+
 use crate::storage::Row;
 use crate::value::{Interner, Value};
 
@@ -34,10 +36,17 @@ pub fn value_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner) -> Result<V
 }
 
 pub fn row_from_py(obj: &Bound<'_, PyAny>, strings: &mut Interner, pystrings: &mut PyStrings) -> Result<Row, String> {
-    let mut values = Vec::new();
-    for item in obj.try_iter().map_err(|e| e.to_string())? {
-        let item = item.map_err(|e| e.to_string())?;
-        values.push(pystrings.value(&item, strings)?);
+    let mut values: SmallVec<[Value; 8]> = SmallVec::new();
+    // the engine hands over tuples; reading one needs no iterator object
+    if let Ok(tuple) = obj.downcast::<PyTuple>() {
+        for item in tuple.iter_borrowed() {
+            values.push(pystrings.value(&item, strings)?);
+        }
+    } else {
+        for item in obj.try_iter().map_err(|e| e.to_string())? {
+            let item = item.map_err(|e| e.to_string())?;
+            values.push(pystrings.value(&item, strings)?);
+        }
     }
     Ok(Row::new(&values))
 }

@@ -542,7 +542,7 @@ impl Engine {
             if stratum.dred {
                 let incoming: Changes =
                     stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();
-                run.dred(self, py, &incoming, seed, journal)?;
+                run.dred(self, py, incoming, seed, journal)?;
             } else {
                 // the stratum's plans read only its inputs' changes (its own relations have none yet)
                 run.counting(self, py, &changes, seed, false, journal)?;
@@ -803,7 +803,7 @@ impl StratumRun {
             && incoming.values().any(|c| !c.minus.is_empty())
             && incoming.values().any(|c| !c.plus.is_empty())
         {
-            let (deletions, later, inserted) = split(incoming);
+            let (deletions, later, inserted) = split(incoming.clone());
             changes = Some(deletions);
             insertions = Some(later);
             hidden = inserted;
@@ -860,7 +860,7 @@ impl StratumRun {
         &mut self,
         e: &mut Engine,
         py: Python<'_>,
-        incoming: &Changes,
+        incoming: Changes,
         seeding: bool,
         journal: &mut Journal,
     ) -> Result<(), Failure> {
@@ -925,7 +925,7 @@ impl StratumRun {
                         });
                         View {
                             rel: &relations[rel],
-                            hidden: hidden.get(&rel),
+                            hidden: hidden.get(&rel).map(|rows| &**rows),
                             entering: change.map(|c| &*c.plus),
                             leaving: change.map(|c| &c.minus),
                             leaving_index: show_index,
@@ -1791,21 +1791,21 @@ impl Exec<'_, '_> {
 }
 
 /// Rows that count as absent in both the old and the new state of a round, by relation.
-type Hidden = FxHashMap<usize, RowSet>;
+type Hidden = FxHashMap<usize, SharedRows>;
 
 /// A batch's deletions and its insertions, to evaluate one after the other, and the inserted rows,
 /// hidden while the deletions are evaluated.
-fn split(incoming: &Changes) -> (Changes, Changes, Hidden) {
+fn split(incoming: Changes) -> (Changes, Changes, Hidden) {
     let mut deletions: Changes = FxHashMap::default();
     let mut insertions: Changes = FxHashMap::default();
     let mut hidden: Hidden = FxHashMap::default();
     for (rel, change) in incoming {
         if !change.minus.is_empty() {
-            deletions.insert(*rel, Change { plus: SharedRows::default(), minus: change.minus.clone() });
+            deletions.insert(rel, Change { plus: SharedRows::default(), minus: change.minus });
         }
         if !change.plus.is_empty() {
-            hidden.insert(*rel, (*change.plus).clone());
-            insertions.insert(*rel, Change { plus: change.plus.clone(), minus: RowSet::default() });
+            hidden.insert(rel, change.plus.clone());
+            insertions.insert(rel, Change { plus: change.plus, minus: RowSet::default() });
         }
     }
     (deletions, insertions, hidden)

@@ -17,8 +17,9 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyAny, PyDict, PySet};
+use pyo3::types::{PyAny, PyDict, PySet, PyString};
 use pyo3::PyTraverseError;
+use rustc_hash::FxHashMap;
 
 use convert::row_from_py;
 use eval::{Engine, Failure, Function};
@@ -26,8 +27,8 @@ use program::{read_relation, Compiled, Reader};
 use storage::Row;
 use value::Interner;
 
-/// Count changes as Python hands them over: (relation id, [(row, change)]).
-type PyPending<'py> = Vec<(usize, Vec<(Bound<'py, PyAny>, i64)>)>;
+/// Relation ids by name, as the engine's queued changes name them.
+type Ids = Arc<FxHashMap<String, usize>>;
 
 create_exception!(_native, CoreError, PyException, "A run failed; args: (message,).");
 create_exception!(
@@ -42,6 +43,7 @@ create_exception!(
 #[pyclass(module = "reopt.datalog._native", frozen)]
 struct Program {
     compiled: Compiled,
+    ids: Ids,
 }
 
 #[pymethods]
@@ -60,7 +62,8 @@ impl Program {
         for item in strata.try_iter()? {
             compiled.push(reader.stratum(&item?)?);
         }
-        Ok(Program { compiled: Compiled { rels: Arc::new(rels), strata: Arc::new(compiled), strings } })
+        let ids = Arc::new(rels.iter().enumerate().map(|(i, r)| (r.name.clone(), i)).collect());
+        Ok(Program { compiled: Compiled { rels: Arc::new(rels), strata: Arc::new(compiled), strings }, ids })
     }
 }
 
@@ -68,6 +71,7 @@ impl Program {
 #[pyclass(module = "reopt.datalog._native")]
 struct Core {
     engine: Engine,
+    ids: Ids,
 }
 
 fn to_pyerr(py: Python<'_>, failure: Failure) -> PyErr {
@@ -119,6 +123,7 @@ impl Core {
             .map(|((name, callable), outputs)| Function { name, callable: Some(callable), outputs })
             .collect();
         Ok(Core {
+            ids: program.ids.clone(),
             engine: Engine::new(
                 compiled.rels.clone(),
                 compiled.strata.clone(),
@@ -130,24 +135,32 @@ impl Core {
         })
     }
 
-    /// Propagate `deltas` (relation id, [(row, count change)]); the ids of relations that changed.
-    /// The net changes are kept for `changes` only if asked for.
+    /// Propagate the engine's queued changes ({relation name: {row: count change}}); the ids of
+    /// the relations that changed and the new generation. Taken as the engine queues them: a stream
+    /// of single-row updates pays for every object built per run. The net changes are kept for
+    /// `changes` only if asked for.
     fn run(
         &mut self,
         py: Python<'_>,
-        deltas: PyPending<'_>,
+        deltas: &Bound<'_, PyDict>,
         seeding: bool,
         keep_changes: bool,
-    ) -> PyResult<Vec<usize>> {
+    ) -> PyResult<(Vec<usize>, u64)> {
         let mut pending = Vec::with_capacity(deltas.len());
-        for (rel, rows) in deltas {
+        for (name, rows) in deltas.iter() {
+            let name = name.downcast::<PyString>()?.to_str()?;
+            let Some(&rel) = self.ids.get(name) else {
+                return Err(PyValueError::new_err(format!("unknown relation '{name}'")));
+            };
+            let rows = rows.downcast::<PyDict>()?;
             let mut converted = Vec::with_capacity(rows.len());
-            for (row, n) in rows {
-                converted.push((self.row(&row)?, n));
+            for (row, n) in rows.iter() {
+                converted.push((self.row(&row)?, n.extract::<i64>()?));
             }
             pending.push((rel, converted));
         }
-        self.engine.run(py, pending, seeding, keep_changes).map_err(|f| to_pyerr(py, f))
+        let changed = self.engine.run(py, pending, seeding, keep_changes).map_err(|f| to_pyerr(py, f))?;
+        Ok((changed, self.engine.generation))
     }
 
     fn generation(&self) -> u64 {

@@ -183,9 +183,8 @@ class NativeCore:
 
     def run(self, pending: dict[str, dict[tuple, int]], seeding: bool,
             keep_changes: bool = True) -> Mapping[str, tuple[set, set]]:
-        deltas = [(self._ids[name], list(rows.items())) for name, rows in pending.items()]
         try:
-            changed = self._core.run(deltas, seeding, keep_changes)
+            changed, generation = self._core.run(pending, seeding, keep_changes)
         except _native.RuleError as exc:
             rule_id, kind, message, cause = exc.args
             rule = self._rules[rule_id]
@@ -199,7 +198,7 @@ class NativeCore:
             raise EvaluationError(str(exc.args[0])) from None
         except _native.PanicException as exc:
             raise EvaluationError(f"internal error in the native core (state rolled back): {exc}") from None
-        return _NativeChanges(self._core, self._names, changed)
+        return _NativeChanges(self._core, self._names, changed, generation)
 
 
 class _NativeChanges(Mapping):
@@ -207,9 +206,8 @@ class _NativeChanges(Mapping):
 
     __slots__ = ("_core", "_names", "_changed", "_generation", "_ids_made")  # one is made per run
 
-    def __init__(self, core, names: tuple[str, ...], changed: list[int]):
-        self._core, self._names, self._changed = core, names, changed
-        self._generation = core.generation()
+    def __init__(self, core, names: tuple[str, ...], changed: list[int], generation: int):
+        self._core, self._names, self._changed, self._generation = core, names, changed, generation
         self._ids_made: dict[str, int] | None = None
 
     @property
