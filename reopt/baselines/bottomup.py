@@ -20,15 +20,9 @@ class BottomUpOptimizer(ProceduralBase):
             for prop in properties:
                 choice = None
                 for alt in self.space.split(expr, prop):
-                    local = self.local_cost(expr, alt)
-                    if local is None:
-                        continue
-                    children = [best.get(child) for child in self.children(alt)]
-                    if None in children:
-                        continue
-                    candidate = (self.total(local, [c[0] for c in children]), alt)
-                    if choice is None or candidate < choice:
-                        choice = candidate
+                    cost = self.cost_over(expr, alt, best)
+                    if cost is not None and (choice is None or (cost, alt) < choice):
+                        choice = (cost, alt)
                 if choice is not None:
                     best[(expr, prop)] = choice
         return self.build_plan(best)

@@ -75,6 +75,27 @@ class ProceduralBase:
             return local + children[0]
         return local
 
+    def cost_over(self, expr: int, alt: Alternative,
+                  best: Mapping[tuple[int, str], tuple[float, Alternative] | None]) -> float | None:
+        """The alternative's cost over its inputs' ``best`` choices (as ``total`` adds them), or None
+        where it or an input has no feasible plan. Written out per kind: the incremental optimizer
+        costs an alternative this way for every change under it."""
+        local = self.local_cost(expr, alt)
+        if local is None:
+            return None
+        kind, _op, left, lprop, right, rprop = alt
+        if kind == "scan":
+            return local
+        left_best = best.get((left, lprop))
+        if left_best is None:
+            return None
+        if kind == "unary":
+            return local + left_best[0]
+        right_best = best.get((right, rprop))
+        if right_best is None:
+            return None
+        return local + left_best[0] + right_best[0]
+
     @staticmethod
     def children(alt: Alternative) -> list[tuple[int, str]]:
         kind, _op, left, lprop, right, rprop = alt

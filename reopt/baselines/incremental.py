@@ -149,16 +149,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
                     stack.append(child)
 
     def _cost(self, group: tuple[int, str], alt: tuple) -> float | None:
-        local = self.local_cost(group[0], alt)
-        if local is None:
-            return None
-        costs = []
-        for child in self.children(alt):
-            best = self._best.get(child)
-            if best is None:
-                return None
-            costs.append(best[0])
-        return self.total(local, costs)
+        return self.cost_over(group[0], alt, self._best)
 
     def _mark(self, groups: Iterable[tuple[tuple[int, str], list[tuple]]], grew: bool) -> None:
         """Note a change under some alternatives of each group (``grew``: it cannot have lowered
