@@ -52,7 +52,11 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         # during reoptimize: groups with a change under some alternatives (those where every change
         # grew, and the others), and the queue of those groups, children first
         self._marked: dict[tuple[int, str], tuple[set[tuple], set[tuple]]] = {}
-        self._heap: list = []
+        self._heap: list[int] = []
+        # every group by its place children-first (group_order), and that place by group: the queue
+        # holds places, so that marking a group does not work out its order again
+        self._in_order: list[tuple[int, str]] = []
+        self._place: dict[tuple[int, str], int] = {}
         self.last_recosted = 0
         self.last_groups_touched = 0
 
@@ -76,7 +80,9 @@ class IncrementalTopDownOptimizer(ProceduralBase):
     def optimize(self) -> Plan:
         if not self._alternatives:
             self._explore((self.query.full, ANY))
-            for group in sorted(self._alternatives, key=group_order):
+            self._in_order = sorted(self._alternatives, key=group_order)
+            self._place = {group: place for place, group in enumerate(self._in_order)}
+            for group in self._in_order:
                 for alt in self._alternatives[group]:
                     self._alternatives[group][alt] = self._cost(group, alt)
                 self._best[group] = self._choose(group)
@@ -111,7 +117,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self.last_recosted = 0
         self.last_groups_touched = 0
         while self._heap:
-            _, group = heapq.heappop(self._heap)
+            group = self._in_order[heapq.heappop(self._heap)]
             self.last_groups_touched += 1
             only_grew, may_fall = self._marked.pop(group)
             self._revise(group, only_grew, may_fall)
@@ -159,7 +165,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             marked = self._marked.get(group)
             if marked is None:
                 marked = self._marked[group] = (set(), set())
-                heapq.heappush(self._heap, (group_order(group), group))
+                heapq.heappush(self._heap, self._place[group])
             marked[side].update(alts)
 
     def _revise(self, group: tuple[int, str], grew: set[tuple], fell: set[tuple]) -> None:
