@@ -67,19 +67,12 @@ class ProceduralBase:
                                right_relations=rs.relations)
         return rows[0][0] if rows else None
 
-    @staticmethod
-    def total(local: float, children: list[float]) -> float:
-        if len(children) == 2:
-            return local + children[0] + children[1]
-        if len(children) == 1:
-            return local + children[0]
-        return local
-
     def cost_over(self, expr: int, alt: Alternative,
                   best: Mapping[tuple[int, str], tuple[float, Alternative] | None]) -> float | None:
-        """The alternative's cost over its inputs' ``best`` choices (as ``total`` adds them), or None
-        where it or an input has no feasible plan. Written out per kind: the incremental optimizer
-        costs an alternative this way for every change under it."""
+        """The alternative's cost over its inputs' ``best`` choices (its local cost, then the left
+        input's, then the right's, as the rules add them), or None where it or an input has no
+        feasible plan. Written out per kind: the incremental optimizer costs an alternative this way
+        for every change under it."""
         local = self.local_cost(expr, alt)
         if local is None:
             return None

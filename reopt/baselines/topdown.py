@@ -12,7 +12,7 @@ from ..optimizer.plan_space import ANY
 from .common import ProceduralBase
 
 # Budgets handed to children are relaxed by this relative margin, so that a float rounding in
-# "budget - spent" can never prune a plan whose exact total is within the budget.
+# "bound - cost so far" can never prune a plan whose exact total is within the budget.
 _SLACK = 1e-9
 
 
@@ -46,16 +46,14 @@ class TopDownOptimizer(ProceduralBase):
             local = self.local_cost(expr, alt)
             if local is None or local > bound:
                 continue
-            spent, costs = local, []
+            total = local  # inputs added left to right, as the rules add them
             for child in self.children(alt):
-                budget = (bound - spent) * (1 + _SLACK) + _SLACK
+                budget = (bound - total) * (1 + _SLACK) + _SLACK
                 cost = self._optimize(*child, budget)
                 if cost is None:
                     break
-                costs.append(cost)
-                spent += cost
+                total += cost
             else:
-                total = self.total(local, costs)
                 if total <= bound and (best is None or (total, alt) < best):
                     best, bound = (total, alt), total
         if best is None:
