@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple
 
-from .errors import DatalogError, EvaluationError
+from .errors import DatalogError, EvaluationError, ProgramError
 from .program import Program
 from .stats import RelationStats, Stats
 
@@ -54,6 +54,9 @@ def compiled_program(program: Program) -> tuple:
     for stratum in program.strata:
         compiled_rules = []
         for compiled in stratum.rules:
+            if compiled.deferral is not None:
+                raise ProgramError(f"'{compiled.rule.until}' is not supported by the native backend yet; "
+                                   "run this program with backend='python'", compiled.rule.until.location)
             rule_id = len(rules)
             rules.append(compiled.rule)
             plans = tuple(_plan(plan, ids, functions) for plan in compiled.delta_plans)

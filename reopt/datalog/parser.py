@@ -23,6 +23,7 @@ from .syntax import (
     RelationDecl,
     Rule,
     Statement,
+    Until,
     Var,
     Wildcard,
 )
@@ -46,8 +47,9 @@ head: NAME "(" [head_arg ("," head_arg)*] ")"
 aggregate: NAME "<" expr ">"
 
 body: literal ("," literal)*
-?literal: atom | negated | comparison
+?literal: atom | negated | comparison | until
 negated: "!" atom
+until: UNTIL atom ">=" expr
 atom: NAME "(" [arg ("," arg)*] ")"
 ?arg: expr | WILDCARD
 comparison: expr COMPARE expr
@@ -64,6 +66,7 @@ comparison: expr COMPARE expr
         | "(" expr ")"
 
 UP_TO: /up\s+to\b/
+UNTIL.2: /until\b/
 WILDCARD: "_"
 COMPARE: "<=" | ">=" | "!=" | "<" | ">" | "="
 ADDOP: "+" | "-"
@@ -132,7 +135,14 @@ class _Builder(Transformer):
     @v_args(meta=True)
     def rule(self, meta, items):
         head, body = items
-        return Rule(head, tuple(body or ()), self._loc(meta))
+        body = list(body or ())
+        guards = [i for i, literal in enumerate(body) if isinstance(literal, Until)]
+        if len(guards) > 1:
+            raise ParseError("a rule has at most one 'until'", body[guards[1]].location)
+        if not guards:
+            return Rule(head, tuple(body), self._loc(meta))
+        until = body.pop(guards[0])
+        return Rule(head, tuple(body), self._loc(meta), until, guards[0])
 
     @v_args(meta=True)
     def head(self, meta, items):
@@ -157,6 +167,11 @@ class _Builder(Transformer):
         args = [a for a in args if a is not None]
         converted = tuple(Wildcard() if isinstance(a, lark.Token) and a.type == "WILDCARD" else a for a in args)
         return Atom(str(name), converted, self._tloc(name))
+
+    @v_args(meta=True)
+    def until(self, meta, items):
+        _keyword, atom, bound = items
+        return Until(atom, bound, self._loc(meta))
 
     def negated(self, items):
         (atom,) = items
@@ -254,4 +269,4 @@ def _terminal(name: str) -> str:
     if isinstance(pattern, lark.lexer.PatternStr):
         return repr(pattern.value)
     return {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "VAR": "a variable",
-            "UP_TO": "'up to'"}.get(name, name.lower())
+            "UP_TO": "'up to'", "UNTIL": "'until'"}.get(name, name.lower())

@@ -34,6 +34,14 @@ Steps, executed in order, each nesting the rest::
     ("lookup", view, positions, key, pattern)   rows whose ``positions`` equal ``key``
     ("scan", view, pattern)                     every row of the view
     ("call", function, inputs, pattern)         every output row of a function
+    ("until", group, bound, key, entering)      a rule's ``until``: go on unless the derivation waits
+
+``until`` comes once the literals written before it are evaluated (they are planned first). ``key`` is
+the values of their variables (in order of first appearance), which name the derivation while it
+waits; ``entering`` lists ``(delta, atoms)``: whether the delta atom is among those literals, and the
+``(relation, args)`` of those read in their new contents, so a backend can tell a derivation made by
+rows entering this round from one that existed before it. The ``resume`` plan of such a rule starts
+from a waiting derivation's key (as a one-row delta) and evaluates the rest of the body.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from typing import Any, Callable
 
 from .errors import ProgramError
 from .pycompile import compile_plan
-from .syntax import Aggregate, BinOp, Comparison, Const, FunctionDecl, Neg, Rule, Var, Wildcard, variables
+from .syntax import Aggregate, Atom, BinOp, Comparison, Const, FunctionDecl, Neg, Rule, Var, Wildcard, variables
 
 NEW = "new"
 OLD = "old"
@@ -71,6 +79,9 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     head: tuple[tuple[Expr, ...], Expr | None] = ((), None)
     slots: list[str] = field(default_factory=list)  # variable name of each slot
+    # a rule with ``until``: its bound, and the head column it bounds from below (set by the program)
+    until_bound: Expr | None = None
+    bounded_position: int | None = None
 
     @cached_property
     def python_function(self) -> Callable[..., int]:
@@ -143,10 +154,49 @@ def plan_rule(
         delta_atom = rule.body[delta_position]
         plan.steps.append(("delta", delta_atom.negated, b.pattern(delta_atom.args)))
     remaining = [(i, lit) for i, lit in enumerate(rule.body) if i != delta_position]
-    while remaining:
-        choice = _pick(remaining, b.bound, functions)
+    _add_literals(b, rule, remaining, delta_position, functions)
+    return _finish(b, rule, aggregate_position)
+
+
+def resume_plan(rule: Rule, functions: dict[str, FunctionDecl], aggregate_position: int | None) -> Plan:
+    """The plan of a rule with ``until`` that makes one waiting derivation: its delta rows are keys
+    (the values of the variables the literals before ``until`` bind), and the literals after it are
+    read in their current contents."""
+    plan = Plan(rule, None, None)
+    b = _Builder(plan)
+    plan.steps.append(("delta", False, tuple(("bind", b.bind(name)) for name in _prefix_variables(rule))))
+    remaining = [(i, lit) for i, lit in enumerate(rule.body) if i >= rule.prefix]
+    _add_literals(b, rule, remaining, -1, functions)
+    return _finish(b, rule, aggregate_position)
+
+
+def _prefix_variables(rule: Rule) -> list[str]:
+    """The variables the literals before a rule's ``until`` bind, in order of first appearance."""
+    names: list[str] = []
+    for literal in rule.body[:rule.prefix]:
+        terms = literal.args if isinstance(literal, Atom) else (literal.left, literal.right)
+        for term in terms:
+            for name in sorted(variables(term)):
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+def _add_literals(b: "_Builder", rule: Rule, remaining: list, delta_position: int | None,
+                  functions: dict[str, FunctionDecl]) -> None:
+    """Append the steps of ``remaining`` body literals in a greedy join order; with ``until``, the
+    literals before it come first, then its step."""
+    plan = b.plan
+    waiting = rule.until is not None and plan.delta_position is not None
+    while remaining or waiting:
+        if waiting and not any(i < rule.prefix for i, _ in remaining):
+            plan.steps.append(_until_step(b, rule, delta_position))
+            waiting = False
+            continue
+        candidates = [(i, lit) for i, lit in remaining if i < rule.prefix] if waiting else remaining
+        choice = _pick(candidates, b.bound, functions)
         if choice is None:
-            _raise_unbound(remaining, b.bound, functions)
+            _raise_unbound(candidates, b.bound, functions)
         index, literal, kind = choice
         remaining.remove((index, literal))
         mode = NEW if delta_position is not None and index > delta_position else OLD
@@ -177,6 +227,18 @@ def plan_rule(
             else:
                 view = b.view(literal.name, mode, "scan", ())
                 plan.steps.append(("scan", view, b.pattern(literal.args)))
+
+
+def _until_step(b: "_Builder", rule: Rule, delta_position: int) -> Step:
+    group = tuple(b.expr(a) for a in rule.until.aggregate.args)
+    key = tuple(("var", b.slot_of[name]) for name in _prefix_variables(rule))
+    entering = tuple((lit.name, tuple(b.expr(a) for a in lit.args)) for i, lit in enumerate(rule.body[:rule.prefix])
+                     if isinstance(lit, Atom) and i > delta_position)
+    return ("until", group, b.expr(rule.until.bound), key, (delta_position < rule.prefix, entering))
+
+
+def _finish(b: "_Builder", rule: Rule, aggregate_position: int | None) -> Plan:
+    plan = b.plan
     head_vars = set().union(*(variables(a) for a in rule.head.args)) if rule.head.args else set()
     unbound = sorted(head_vars - b.bound)
     if unbound:
@@ -193,6 +255,8 @@ def plan_rule(
         assert isinstance(aggregate_arg, Aggregate)
         aggregate = b.expr(aggregate_arg.expr)
     plan.head = (group, aggregate)
+    if rule.until is not None:
+        plan.until_bound = b.expr(rule.until.bound)
     return plan
 
 

@@ -13,7 +13,7 @@ import networkx as nx
 
 from .errors import Location, ProgramError
 from .parser import parse
-from .planner import Plan, plan_rule
+from .planner import Plan, plan_rule, resume_plan
 from .syntax import (
     AcyclicDecl,
     Aggregate,
@@ -26,8 +26,10 @@ from .syntax import (
     OrderedDecl,
     RelationDecl,
     Rule,
+    Until,
     Var,
     Wildcard,
+    variables,
 )
 
 COUNTING = "counting"
@@ -58,10 +60,23 @@ class RelationInfo:
 
 
 @dataclass
+class Deferral:
+    """What an engine needs to keep a rule's ``until`` exact (docs/dialect.md): the min aggregate
+    whose groups its derivations wait on, where a head row holds that group and the value the
+    aggregate takes from it, and the plan that makes a waiting derivation once its group rises."""
+
+    aggregate: str
+    group_positions: tuple[int, ...]
+    value_position: int
+    resume: Plan
+
+
+@dataclass
 class CompiledRule:
     rule: Rule
     delta_plans: list[Plan]  # one per relation atom of the body: the plan when that atom carries the delta
     seed_plan: Plan | None  # for rules whose body has no relation atom: fired once, at the first run
+    deferral: Deferral | None = None  # for a rule with ``until``
 
 
 @dataclass
@@ -344,7 +359,7 @@ class Program:
         for members, numbers, recursive in self._components(resolved):
             rules = [resolved[n] for n in numbers]
             method = self._method(members, rules, recursive, declared_acyclic)
-            compiled = [self._compile(resolved[n], written[n]) for n in numbers]
+            compiled = [self._compile(resolved[n], written[n], members, method, rules) for n in numbers]
             body = {lit.name for r in rules for lit in r.body if isinstance(lit, Atom) and lit.name in self.relations}
             strata.append(Stratum(members, compiled, recursive, method, frozenset(body - members)))
         return strata
@@ -463,13 +478,74 @@ class Program:
                     )
         return DRED
 
-    def _compile(self, rule: Rule, written: Rule) -> CompiledRule:
+    def _compile(self, rule: Rule, written: Rule, members: frozenset[str], method: str,
+                 rules: list[Rule]) -> CompiledRule:
         """Plans for ``rule`` (aliases resolved); errors quote the rule as ``written``."""
         atoms = [i for i, lit in enumerate(rule.body) if isinstance(lit, Atom) and lit.name in self.relations]
         info = self.relations[rule.head.name]
         plans = [plan_rule(rule, i, self.functions, info.aggregate_position) for i in atoms]
         seed = None if atoms else plan_rule(rule, None, self.functions, info.aggregate_position)
-        return CompiledRule(written, plans, seed)
+        deferral = None
+        if rule.until is not None:
+            deferral = self._deferral(rule, members, method, rules)
+            for plan in [*plans, deferral.resume]:
+                plan.bounded_position = deferral.value_position
+        return CompiledRule(written, plans, seed, deferral)
+
+    def _deferral(self, rule: Rule, members: frozenset[str], method: str, rules: list[Rule]) -> Deferral:
+        """Check a rule's ``until A(g) >= bound``: A is a min aggregate of the rule's own recursion,
+        maintained by counting, whose one rule takes each group and value straight from a row of this
+        rule's head; g is that group as this rule's head writes it; the literals before ``until`` are
+        relation atoms without '_' and comparisons, and bind g and the bound."""
+        until: Until = rule.until
+        where = until.location
+        name = self.aliases.get(until.aggregate.name, until.aggregate.name)
+        info = self.relations.get(name)
+        if info is None or info.aggregate != "min":
+            raise ProgramError(f"'until {until.aggregate.name}(...)' needs a min aggregate", where)
+        if name not in members or method != COUNTING:
+            raise ProgramError(
+                f"'until {until.aggregate.name}(...)' in a rule for '{rule.head.name}' needs {name} in the same "
+                "recursion, maintained by counting (declare it .acyclic)", where)
+        self._check_arity(name, len(until.aggregate.args) + 1, where)
+        feeding = [r for r in rules if r.head.name == name]
+        atom = feeding[0].body[0] if len(feeding) == 1 and len(feeding[0].body) == 1 else None
+        head_args = feeding[0].head.args if feeding else ()
+        wanted = [a.expr if isinstance(a, Aggregate) else a for a in head_args]
+        if atom is None or not isinstance(atom, Atom) or atom.negated or atom.name != rule.head.name \
+                or not all(isinstance(a, Var) and a in atom.args for a in wanted):
+            raise ProgramError(
+                f"'until {until.aggregate.name}(...)' needs {name} defined by one rule that takes its group and "
+                f"value from a row of {rule.head.name}, as in '{name}(g, min<v>) :- {rule.head.name}(g, ..., v).'",
+                where)
+        positions = [atom.args.index(a) for a in wanted]
+        value_position = positions.pop(info.aggregate_position)
+        if tuple(until.aggregate.args) != tuple(rule.head.args[p] for p in positions):
+            raise ProgramError(
+                f"'until {until.aggregate}' must name the group this rule derives for {name}: "
+                f"{name}({', '.join(str(rule.head.args[p]) for p in positions)})", where)
+        if not isinstance(rule.head.args[value_position], Var):
+            raise ProgramError(f"with 'until', the value {name} takes from '{rule.head.name}' must be a variable",
+                               rule.head.location)
+        bound: set[str] = set()
+        for literal in rule.body[:rule.prefix]:
+            if isinstance(literal, Atom) and (literal.negated or literal.name in self.functions
+                                              or any(isinstance(a, Wildcard) for a in literal.args)):
+                raise ProgramError(
+                    f"'{literal}' comes before 'until': only relation atoms without '_' and comparisons may, "
+                    "since they decide whether a derivation waits", literal.location)
+            if isinstance(literal, Atom):
+                bound |= set().union(*(variables(a) for a in literal.args))
+            elif literal.op == "=":
+                bound |= variables(literal.left) | variables(literal.right)
+        free = sorted((set().union(*(variables(a) for a in until.aggregate.args)) | variables(until.bound)) - bound)
+        if free:
+            raise ProgramError(f"variable '{free[0]}' of '{until}' is not bound by the literals before it", where)
+        if not any(isinstance(literal, Atom) for literal in rule.body[:rule.prefix]):
+            raise ProgramError(f"'{until}' needs a relation atom before it", where)
+        if self.relations[rule.head.name].aggregate is not None:
+            raise ProgramError(f"'until' cannot guard a rule of the aggregate '{rule.head.name}'", where)
+        return Deferral(name, tuple(positions), value_position, resume_plan(rule, self.functions, None))
 
     def index_patterns(self) -> dict[str, set[tuple[int, ...]]]:
         """The (relation, bound positions) lookups the plans make, so relations can index them."""

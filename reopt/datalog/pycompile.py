@@ -1,10 +1,12 @@
 """The Python backend's code generator: a ``Plan`` becomes a Python function of nested loops over
 hash-index lookups, so evaluation pays no interpretation cost per tuple.
 
-The generated function is ``run(delta, views, functions, out) -> fired``: ``delta`` iterates
+The generated function is ``run(delta, views, functions, out, until) -> fired``: ``delta`` iterates
 ``(row, sign)`` pairs, ``views`` and ``functions`` are the plan's views and callables in order, and
 every derivation adds its sign to ``out[key]`` (key: the head row, or ``(group, value)`` for an
-aggregate head).
+aggregate head). ``until`` decides, for a rule with ``until``, whether a derivation waits
+(``until(group, key, bound, entering, sign, delta_before) -> bool``) and gives the rows entering a
+relation this round (``until.entering(relation)``).
 """
 
 from __future__ import annotations
@@ -38,8 +40,12 @@ def compile_plan(plan: "Plan") -> Callable[..., int]:
             segments.append([])
         segments[-1].append(step)
     gen = _CodeGen()
-    gen.line("def _plan(_delta, _views, _fns, _out):")
+    gen.line("def _plan(_delta, _views, _fns, _out, _until=None):")
     gen.indent += 1
+    for step in plan.steps:
+        if step[0] == "until":
+            for number, (relation, _args) in enumerate(step[4][1]):
+                gen.line(f"_E{number} = _until.entering({relation!r})")
     for slot, (_rel, _mode, how, positions) in enumerate(plan.views):
         if how == "has":
             gen.line(f"_H{slot} = _views[{slot}].has")
@@ -83,6 +89,11 @@ def _segment(gen: "_CodeGen", plan: "Plan", segments: list[list[tuple]], number:
         if aggregate is not None:
             key = f"({key}, {_top(aggregate)})"
         gen.line(f"_k = {key}")
+        if plan.bounded_position is not None:
+            gen.open(f"if _s > 0 and not _k[{plan.bounded_position}] >= {_top(plan.until_bound)}:")
+            gen.line(f"raise ValueError(f'derived {{_k[{plan.bounded_position}]!r}} below its until bound "
+                     f"{{{_top(plan.until_bound)}!r}}; the bound must never exceed the value')")
+            gen.indent -= 1
         gen.line("_out[_k] = _out.get(_k, 0) + _s")
         gen.line("_n += 1")
     gen.indent = base
@@ -122,6 +133,12 @@ def _step(gen: "_CodeGen", step: tuple) -> None:
         _, view, pattern = step
         gen.open(f"for _r{view} in _S{view}:")
         _pattern(gen, pattern, f"_r{view}")
+    elif kind == "until":
+        _, group, bound, key, (delta_before, atoms) = step
+        entering = ["_s > 0"] if delta_before else []
+        entering += [f"{_tuple([_top(a) for a in args])} in _E{number}" for number, (_rel, args) in enumerate(atoms)]
+        gen.open(f"if not _until({_tuple([_top(g) for g in group])}, {_tuple([_top(k) for k in key])}, "
+                 f"{_top(bound)}, {' or '.join(entering) or 'False'}, _s, {delta_before}):")
     elif kind == "call":
         _, function, inputs, pattern = step
         gen.open(f"for _o{function} in _F{function}({', '.join(_top(i) for i in inputs)}):")

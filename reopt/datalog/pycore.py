@@ -89,6 +89,9 @@ class PythonCore:
         self._touched: dict[str, set[Row]] = {}
         self._last_touched: dict[str, set[Row]] = {}
         self._helds: dict[frozenset[str], _Held] = {}  # per stratum with .ordered aggregates
+        # per rule with ``until`` (by id of its CompiledRule): group -> {key: bound} of the
+        # derivations that wait, each named by the values of the variables before ``until``
+        self._waiting: dict[int, dict[tuple, dict[tuple, Any]]] = {}
         self.stats = Stats(program.relations)
         self.fail_after: int | None = None  # test hook: the next run fails after this many state changes
 
@@ -287,15 +290,24 @@ class _Held:
         self.heaps: dict[str, list] = {name: [] for name in stratum.ordered}
         self.pending: dict[str, dict[tuple, Any]] = {name: {} for name in stratum.ordered}  # group -> held minimum
         self.vanished: dict[str, set] = {name: set() for name in stratum.ordered}
+        # groups whose best rose while derivations waited on them (``until``), by the least bound
+        # that waits: the release order wakes them when it reaches that bound, not at once, so a
+        # group that rises and falls back within a run (deletions first) wakes nothing
+        self.wakes: dict[str, list] = {name: [] for name in stratum.ordered}
         self.frontier: dict[str, Any] = {}
         self.sequence = 0
 
     def snapshot(self) -> tuple:
         return ({n: list(h) for n, h in self.heaps.items()}, {n: dict(p) for n, p in self.pending.items()},
-                {n: set(v) for n, v in self.vanished.items()}, self.sequence)
+                {n: set(v) for n, v in self.vanished.items()}, {n: list(w) for n, w in self.wakes.items()},
+                self.sequence)
 
     def restore(self, snapshot: tuple) -> None:
-        self.heaps, self.pending, self.vanished, self.sequence = snapshot
+        self.heaps, self.pending, self.vanished, self.wakes, self.sequence = snapshot
+
+    def wake_at(self, name: str, group: tuple, bound: Any) -> None:
+        heapq.heappush(self.wakes[name], (bound, self.sequence, group))
+        self.sequence += 1
 
     def check_candidate(self, name: str, group: tuple, value: Any) -> None:
         frontier = self.frontier.get(name, _MISSING)
@@ -324,11 +336,13 @@ class _Held:
             heap[:] = [entry for entry in heap if pending.get(entry[2], _MISSING) == entry[0]]
             heapq.heapify(heap)
 
-    def release(self) -> dict[str, _Change]:
+    def release(self, wake: Callable[[str, tuple, Any], bool] | None = None) -> dict[str, _Change]:
         """The next visible changes: batches are released until one changes something or nothing
-        more may be released."""
+        more may be released. ``wake(name, group, value)`` makes the derivations that wait on a group
+        for a bound its release value reaches (``until``); a batch that wakes any is not released
+        until they are made (the caller evaluates them), since they may lower its value."""
         while True:
-            changes, released = self._release_batch()
+            changes, released = self._release_batch(wake)
             if changes or not released:
                 return changes
 
@@ -346,16 +360,25 @@ class _Held:
             values.append(value)
         return max(values) if values else _MISSING
 
-    def _release_batch(self) -> tuple[dict[str, _Change], bool]:
+    def _release_batch(self, wake: Callable[[str, tuple, Any], bool] | None) -> tuple[dict[str, _Change], bool]:
         changes: dict[str, _Change] = {}
         any_released = False
         for name, heap in self.heaps.items():
             agg, pending = self.core._aggregates[name], self.pending[name]
-            released = [g for g in self.vanished[name] if g not in pending and agg.best(g) is None]
-            self.vanished[name] = set()
             while heap and pending.get(heap[0][2], _MISSING) != heap[0][0]:
                 heapq.heappop(heap)
             bound = self.bound(name)
+            wakes = self.wakes[name]
+            if wake is not None and wakes and (not heap or not agg.improves(heap[0][0], wakes[0][0])) \
+                    and (bound is _MISSING or not agg.improves(bound, wakes[0][0])):
+                least, woke = wakes[0][0], False
+                while wakes and wakes[0][0] == least:
+                    group = heapq.heappop(wakes)[2]
+                    woke = wake(name, group, agg.best(group)) or woke
+                if woke:  # the woken derivations go first: they may lower what would be released
+                    return changes, False
+            released = [g for g in self.vanished[name] if g not in pending and agg.best(g) is None]
+            self.vanished[name] = set()
             if heap and (bound is _MISSING or not agg.improves(bound, heap[0][0])):
                 least = heap[0][0]
                 self.frontier[name] = least
@@ -379,6 +402,55 @@ class _Held:
             if change:
                 changes[name] = change
         return changes, any_released
+
+
+class _Waits:
+    """A round's ``until`` for one rule's plans: whether a derivation waits.
+
+    A derivation some row entering this round makes is new: it waits if its group's best candidate
+    is below its bound (as the round began). One that existed before the round waits if it was
+    recorded waiting. Both answers depend only on the derivation and the state as the round began,
+    so the terms of a round that cancel (a row leaving in one plan, another entering in the next)
+    agree, and the record changes with the plans whose delta is one of the literals before ``until``.
+    """
+
+    def __init__(self, run: "_StratumRun", compiled, changes: dict[str, _Change]):
+        self.agg = run.core._aggregates[compiled.deferral.aggregate]
+        self.waiting = run.core._waiting.get(id(compiled), {})
+        self.changed = run.wait_changes.setdefault(id(compiled), {})
+        self.changes = changes
+
+    def entering(self, relation: str) -> set:
+        change = self.changes.get(relation)
+        return change.plus if change else set()
+
+    def __call__(self, group: tuple, key: tuple, bound: Any, entering: bool, sign: int, delta_before: bool) -> bool:
+        if entering:
+            best = self.agg.best(group)
+            waits = best is not None and best < bound
+        else:
+            keys = self.waiting.get(group)
+            waits = keys is not None and key in keys
+        if waits and delta_before:
+            entry = self.changed.get((group, key))
+            if entry is None:
+                self.changed[(group, key)] = [sign, bound]
+            else:
+                entry[0] += sign
+        return waits
+
+
+def _forget_wait(args) -> None:
+    waiting, group, key = args
+    keys = waiting[group]
+    del keys[key]
+    if not keys:
+        del waiting[group]
+
+
+def _restore_wait(args) -> None:
+    waiting, group, key, bound = args
+    waiting.setdefault(group, {})[key] = bound
 
 
 def _checked_function(name: str, fn: Callable[..., Any], n_outputs: int) -> Callable[..., list]:
@@ -428,6 +500,18 @@ class _StratumRun:
         self.stratum = stratum
         self.journal = journal
         self.original: dict[str, dict[Row, bool]] = {name: {} for name in stratum.relations}
+        # rules with ``until``, by the aggregate they wait on; this round's changes to what waits;
+        # derivations made because their group rose (for the next round), and their candidates,
+        # which are not new (the unpruned evaluation held them all along) and so never fail the
+        # release order's check
+        self.waiters: dict[str, list] = {}
+        for compiled in stratum.rules:
+            if compiled.deferral is not None:
+                self.waiters.setdefault(compiled.deferral.aggregate, []).append(compiled)
+        self.wait_changes: dict[int, dict[tuple, list]] = {}
+        self.resumed: dict[str, dict] | None = None
+        self.not_new: set[tuple] = set()
+        self.hidden: dict[str, set] = {}
 
     # -- methods -------------------------------------------------------------------------------
 
@@ -461,9 +545,11 @@ class _StratumRun:
                             target[key] = target.get(key, 0) + count
                     extra = None
                 changes = self._settle(outputs, monotone, held)
+                extra, self.resumed = self.resumed, None
             elif held is not None:
-                changes = held.release()
-                if not changes:
+                changes = held.release(self._wake if self.waiters else None)
+                extra, self.resumed = self.resumed, None
+                if not changes and not extra:
                     return
             else:
                 return
@@ -498,6 +584,7 @@ class _StratumRun:
         core = self.core
         outputs: dict[str, dict] = {name: {} for name in self.stratum.relations}
         views: dict[tuple[str, str], Any] = {}
+        self.hidden = hidden
 
         def view(name: str, mode: str):
             cached = views.get((name, mode))
@@ -523,8 +610,9 @@ class _StratumRun:
                 delta = chain(zip(change.plus, repeat(1)), zip(change.minus, repeat(-1)))
                 plan_views = [view(name, mode) for name, mode, _how, _pos in plan.views]
                 fns = [core._functions[name] for name in plan.functions]
+                waits = None if compiled.deferral is None else _Waits(self, compiled, changes)
                 try:
-                    fired = plan.python_function(delta, plan_views, fns, out)
+                    fired = plan.python_function(delta, plan_views, fns, out, waits)
                 except Exception as exc:
                     raise _RuleFailure(compiled.rule, exc) from exc
                 core.stats.record_fired(head, fired)
@@ -558,11 +646,15 @@ class _StratumRun:
         ``.ordered`` aggregates are held back and released later by ``held``)."""
         core, journal = self.core, self.journal
         changes: dict[str, _Change] = {}
+        self._apply_wait_changes()
+        before: dict[str, dict[tuple, Any]] = {}  # the best of each group some derivations wait on
         for name, out in outputs.items():
             if not out:
                 continue
             change = _Change()
             agg = core._aggregates.get(name)
+            if name in self.waiters:
+                before[name] = {group: agg.best(group) for group, _value in out}
             if agg is None:
                 counts, rows = core._counts[name], core._relations[name].rows
                 for row, delta in out.items():
@@ -585,7 +677,7 @@ class _StratumRun:
                 bounded = held is not None and name in held.goals
                 for (group, value), delta in out.items():
                     if delta:
-                        if bounded and delta > 0:
+                        if bounded and delta > 0 and (name, group, value) not in self.not_new:
                             held.check_candidate(name, group, value)
                         agg.add_candidate(group, value, delta, journal)
                         touched.add(group)
@@ -623,7 +715,81 @@ class _StratumRun:
                 core.stats.record_updates(name, updates)
             if change:
                 changes[name] = change
+        for name, groups in before.items():
+            agg = core._aggregates[name]
+            for group, old in groups.items():
+                new = agg.best(group)
+                if old is None or (new is not None and not new > old):
+                    continue
+                if held is None or name not in held.wakes:
+                    self._wake(name, group, new)
+                    continue
+                bounds = [bound for compiled in self.waiters[name]
+                          for bound in core._waiting.get(id(compiled), {}).get(group, {}).values()]
+                if bounds:
+                    held.wake_at(name, group, min(bounds))
         return changes
+
+    # -- derivations that wait (``until``) -----------------------------------------------------
+
+    def _apply_wait_changes(self) -> None:
+        """Make this round's changes to what waits: a derivation that began to wait is recorded, one
+        that waited and lost a row of its body is forgotten (cross terms of a round cancel)."""
+        for number, changed in self.wait_changes.items():
+            waiting = self.core._waiting.setdefault(number, {})
+            for (group, key), (delta, bound) in changed.items():
+                keys = waiting.get(group)
+                present = keys is not None and key in keys
+                count = present + delta
+                if count not in (0, 1):
+                    raise EvaluationError(f"internal inconsistency: a waiting derivation counted {count} times")
+                if count and not present:
+                    if keys is None:
+                        keys = waiting[group] = {}
+                    keys[key] = bound
+                    self.journal.append((_forget_wait, (waiting, group, key)))
+                elif present and not count:
+                    _forget_wait((waiting, group, key))
+                    self.journal.append((_restore_wait, (waiting, group, key, bound)))
+        self.wait_changes = {}
+
+    def _wake(self, name: str, group: tuple, best: Any) -> bool:
+        """Group ``group`` of ``name`` rose to ``best`` (``None``: it has no candidate left): make the
+        derivations that waited on it for a bound it now reaches, for the next round. Whether any did."""
+        core = self.core
+        woke = False
+        for compiled in self.waiters.get(name, ()):
+            keys = core._waiting.get(id(compiled), {}).get(group)
+            if not keys:
+                continue
+            ready = [(key, bound) for key, bound in keys.items() if best is None or not best < bound]
+            if not ready:
+                continue
+            woke = True
+            waiting = core._waiting[id(compiled)]
+            for key, bound in ready:
+                _forget_wait((waiting, group, key))
+                self.journal.append((_restore_wait, (waiting, group, key, bound)))
+            plan, deferral = compiled.deferral.resume, compiled.deferral
+            head = compiled.rule.head.name
+            if self.resumed is None:
+                self.resumed = {n: {} for n in self.stratum.relations}
+            out = self.resumed[head]
+            views = []
+            for relation, _mode, _how, _positions in plan.views:
+                hide = self.hidden.get(relation)
+                views.append(OverlayView(core._relations[relation], hide, set()) if hide else core._relations[relation])
+            fns = [core._functions[f] for f in plan.functions]
+            made: dict = {}
+            try:
+                fired = plan.python_function(((key, 1) for key, _bound in ready), views, fns, made, None)
+            except Exception as exc:
+                raise _RuleFailure(compiled.rule, exc) from exc
+            core.stats.record_fired(head, fired)
+            for row, count in made.items():
+                out[row] = out.get(row, 0) + count
+                self.not_new.add((name, tuple(row[p] for p in deferral.group_positions), row[deferral.value_position]))
+        return woke
 
     def _overdelete(self, outputs: dict[str, dict], overdeleted: dict[str, set]) -> dict[str, _Change]:
         """Apply lost derivations; every row that lost one is deleted for now (DRed's first phase)."""

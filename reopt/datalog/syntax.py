@@ -91,6 +91,20 @@ class Comparison:
         return f"{self.left} {self.op} {self.right}"
 
 
+@dataclass(frozen=True)
+class Until:
+    """``until A(g) >= bound`` in a body: the derivation waits while group ``g`` of the min aggregate
+    ``A`` holds a value below ``bound`` (see docs/dialect.md). Kept beside the body, not in it: the
+    literals before it (``Rule.prefix`` of them) decide whether a derivation waits."""
+
+    aggregate: Atom
+    bound: Expr
+    location: Location
+
+    def __str__(self) -> str:
+        return f"until {self.aggregate} >= {self.bound}"
+
+
 Literal = Union[Atom, Comparison]
 
 
@@ -116,11 +130,16 @@ class Rule:
     head: Head
     body: tuple[Literal, ...]
     location: Location
+    until: Until | None = None
+    prefix: int = 0  # with ``until``: how many body literals come before it
 
     def __str__(self) -> str:
-        if not self.body:
+        written: list = list(self.body)
+        if self.until is not None:
+            written.insert(self.prefix, self.until)
+        if not written:
             return f"{self.head}."
-        return f"{self.head} :- {', '.join(map(str, self.body))}."
+        return f"{self.head} :- {', '.join(map(str, written))}."
 
 
 @dataclass(frozen=True)
