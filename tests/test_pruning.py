@@ -233,3 +233,21 @@ def test_the_order_of_deltas_within_a_batch_does_not_matter(data):
 def test_an_unknown_pruning_setting_is_named_in_the_error():
     with pytest.raises(reopt.OptimizerError, match="unknown pruning setting 'fast'.*aggsel\\+refcount"):
         reopt.OptimizerConfig.setting("fast")
+
+
+@pytest.mark.usefixtures("backend")
+def test_the_goal_bound_shows_entries_whose_plans_waited_once_their_groups_rose():
+    """A join selectivity change raises the cost of an entry below the best plan's; plans that waited
+    on it (their inputs cost more than its old best) must be costed before the release order stops
+    at the goal, even when other entries' waits, due first, wake nothing (found by the state machine:
+    the release once stopped after the first such wait)."""
+    query, catalog = generated("random", 6, 1104)
+    optimizer = reopt.Optimizer(query, catalog)
+    optimizer.optimize()
+    optimizer.reoptimize(reopt.DeltaStats.table("t0", rows=4) + reopt.DeltaStats.table("t0", rows=14))
+    plan = optimizer.reoptimize(reopt.DeltaStats.selectivity("t1.k4 = t4.k1", 0.99999))
+    reference, full = unpruned(query, optimizer.catalog)
+    assert (plan.cost, plan.key()) == (full.cost, full.key())
+    exact = {(e, p): c for e, p, c in reference.engine.rows("BestCost") if c <= full.cost}
+    shown = {(e, p): c for e, p, c in optimizer.engine.rows("BestCost") if c <= full.cost}
+    assert shown == exact

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use hashbrown::Equivalent;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyList, PyTuple};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
 use crate::convert::{repr_row, PyStrings};
-use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Step, Stratum};
+use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Rule, Step, Stratum};
 use crate::storage::{
     AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, RowMap, RowOf, RowSet,
     SharedRows, Undo, Values,
@@ -47,6 +47,11 @@ type Changes = FxHashMap<usize, Change>;
 /// Count changes of base relations: (relation, [(row, change)]).
 pub type Pending = Vec<(usize, Vec<(Row, i64)>)>;
 type Outputs = FxHashMap<usize, Out>;
+/// A rule's derivations that wait (`until`): group -> key -> bound, the key being the values of
+/// the variables the literals before `until` bind.
+type Waiting = RowMap<RowMap<Value>>;
+/// A round's changes to what waits, per (group, key): the sum of the signs, and the bound.
+type WaitChanges = FxHashMap<(Row, Row), (i64, Value)>;
 
 /// Results of recent function calls, by function and exact arguments (an int, a float and a bool
 /// that Python deems equal are different arguments here). Functions are pure, and a stratum asks
@@ -202,6 +207,7 @@ pub struct Engine {
     pub generation: u64,
     pub fail_after: Option<u64>, // test hook: the next run panics after this many state changes
     held: Vec<Option<Held>>,     // per stratum: .ordered group changes still held (kept across runs up to a goal)
+    waiting: FxHashMap<usize, Waiting>, // per rule with `until` (by id): the derivations that wait
     calls: CallMemo,
     read_later: Vec<bool>, // per relation: whether a later stratum, a memo or a goal reads its changes
     journal_buffer: Vec<Undo>, // the first chunk of the last run's journal, emptied, kept for its room
@@ -264,6 +270,7 @@ impl Engine {
             generation: 0,
             fail_after: None,
             held,
+            waiting: FxHashMap::default(),
             calls: CallMemo::new(),
             read_later,
             journal_buffer: Vec::new(),
@@ -394,6 +401,7 @@ impl Engine {
         for agg in self.aggregates.iter_mut().flatten() {
             agg.groups.clear();
         }
+        self.waiting.clear();
     }
 
     fn rollback(&mut self, journal: Vec<Vec<Undo>>) {
@@ -414,6 +422,22 @@ impl Engine {
                     let agg = self.aggregates[rel as usize].as_mut().expect("aggregate");
                     agg.group_mut(&group).current = old;
                     agg.tidy(&group);
+                }
+                Undo::Wait(rule, group, key, old) => {
+                    let waiting = self.waiting.entry(rule as usize).or_default();
+                    match old {
+                        Some(bound) => {
+                            waiting.entry(group).or_default().insert(key, bound);
+                        }
+                        None => {
+                            if let Some(keys) = waiting.get_mut(&group) {
+                                keys.remove(&key);
+                                if keys.is_empty() {
+                                    waiting.remove(&group);
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -754,6 +778,17 @@ enum Seen {
 struct StratumRun {
     stratum: usize,
     seen: FxHashMap<usize, Seen>,
+    /// The aggregates some rule's derivations wait on (`until`).
+    waited: Vec<usize>,
+    /// This round's changes to what waits, per rule.
+    wait_changes: FxHashMap<usize, WaitChanges>,
+    /// Derivations made because their group rose, for the next round.
+    resumed: Option<Outputs>,
+    /// Their candidates, (aggregate, group, value): not new (an unpruned evaluation held them all
+    /// along), so they never fail the release order's check.
+    not_new: FxHashSet<(usize, Row, Value)>,
+    /// The rows the current round treats as absent.
+    hidden: Hidden,
 }
 
 impl StratumRun {
@@ -768,7 +803,19 @@ impl StratumRun {
                 (r, if empty { Seen::FromEmpty(RowSet::default()) } else { Seen::Original(FxHashMap::default()) })
             })
             .collect();
-        StratumRun { stratum, seen }
+        let mut waited: Vec<usize> =
+            e.strata[stratum].rules.iter().filter_map(|r| r.deferral.as_ref().map(|d| d.aggregate)).collect();
+        waited.sort_unstable();
+        waited.dedup();
+        StratumRun {
+            stratum,
+            seen,
+            waited,
+            wait_changes: FxHashMap::default(),
+            resumed: None,
+            not_new: FxHashSet::default(),
+            hidden: FxHashMap::default(),
+        }
     }
 
     fn counting(
@@ -829,10 +876,16 @@ impl StratumRun {
                         }
                     }
                 }
-                changes = Some(self.settle(e, outputs, monotone, held.as_mut(), journal)?);
+                changes = Some(self.settle(e, py, outputs, monotone, held.as_mut(), journal)?);
+                extra = self.resumed.take();
             } else if let Some(held) = held.as_mut() {
-                let released = held.release(e)?;
-                if released.is_empty() {
+                let waits = !self.waited.is_empty();
+                let mut wake = |e: &mut Engine, rel: usize, group: &Row, best: Option<Value>| {
+                    self.wake(e, py, rel, group, best, journal)
+                };
+                let released = held.release(e, if waits { Some(&mut wake) } else { None })?;
+                extra = self.resumed.take();
+                if released.is_empty() && extra.is_none() {
                     break;
                 }
                 changes = Some(released);
@@ -883,9 +936,16 @@ impl StratumRun {
 
     /// Derivation-count changes of the stratum's heads caused by `changes` (already visible);
     /// `hidden` rows count as absent in both the old and the new state.
-    fn round(&self, e: &mut Engine, py: Python<'_>, changes: &Changes, hidden: &Hidden) -> Result<Outputs, Failure> {
+    fn round(
+        &mut self,
+        e: &mut Engine,
+        py: Python<'_>,
+        changes: &Changes,
+        hidden: &Hidden,
+    ) -> Result<Outputs, Failure> {
         let mut outputs: Outputs = FxHashMap::default();
-        let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, .. } = e;
+        self.hidden = hidden.clone();
+        let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, aggregates, waiting, .. } = e;
         let stratum = &strata[self.stratum];
         let mut show_indexes: FxHashMap<(usize, usize), Index> = FxHashMap::default();
         for rule in &stratum.rules {
@@ -933,9 +993,10 @@ impl StratumRun {
                     })
                     .collect();
                 let out = outputs.entry(rule.head).or_default();
-                let exec = Exec { plan, views, functions, py };
-                let mut state =
-                    ExecState { strings, pystrings, calls, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
+                let until = until_read(rule, plan, aggregates, waiting, changes);
+                let waits = rule.deferral.as_ref().map(|_| self.wait_changes.entry(rule.id).or_default());
+                let exec = Exec { plan, views, functions, py, until };
+                let mut state = ExecState::new(strings, pystrings, calls, out, plan.slots, waits);
                 let Step::Delta { negated, pattern } = &plan.steps[0] else {
                     unreachable!("a delta plan starts with its delta")
                 };
@@ -967,9 +1028,8 @@ impl StratumRun {
         for rule in &strata[self.stratum].rules {
             let Some(plan) = &rule.seed else { continue };
             let out = outputs.entry(rule.head).or_default();
-            let exec = Exec { plan, views: Vec::new(), functions, py };
-            let mut state =
-                ExecState { strings, pystrings, calls, out, fired: 0, regs: vec![Value::Int(0); plan.slots] };
+            let exec = Exec { plan, views: Vec::new(), functions, py, until: None };
+            let mut state = ExecState::new(strings, pystrings, calls, out, plan.slots, None);
             let result = exec.step(0, 1, &mut state);
             stats_now[rule.head][FIRED] += state.fired;
             result.map_err(|err| rule_failure(rule.id, err))?;
@@ -981,15 +1041,29 @@ impl StratumRun {
     fn settle(
         &mut self,
         e: &mut Engine,
+        py: Python<'_>,
         outputs: Outputs,
         monotone: bool,
         mut held: Option<&mut Held>,
         journal: &mut Journal,
     ) -> Result<Changes, Failure> {
         let mut changes: Changes = FxHashMap::default();
+        self.apply_wait_changes(e, journal)?;
+        // the best of each group some derivations wait on, before this round's candidates
+        let mut before: Vec<(usize, Row, Value)> = Vec::new();
         for (rel, out) in outputs {
             if out.is_empty() {
                 continue;
+            }
+            if self.waited.contains(&rel) {
+                let mut groups: RowSet = RowSet::default();
+                for (group, _) in out.aggregate.keys() {
+                    if groups.insert(group.clone()) {
+                        if let Some(best) = e.best(rel, group)? {
+                            before.push((rel, group.clone(), best));
+                        }
+                    }
+                }
             }
             let mut change = Change::default();
             if e.aggregates[rel].is_none() {
@@ -1024,7 +1098,7 @@ impl StratumRun {
                 let bounded = held.as_deref().is_some_and(|h| h.goals.contains_key(&rel));
                 for ((group, value), delta) in out.aggregate {
                     if delta != 0 {
-                        if bounded && delta > 0 {
+                        if bounded && delta > 0 && !self.not_new.contains(&(rel, group.clone(), value)) {
                             held.as_deref().expect("held").check_candidate(e, rel, &group, value)?;
                         }
                         e.add_candidate(rel, &group, value, delta, journal)?;
@@ -1104,7 +1178,155 @@ impl StratumRun {
                 changes.insert(rel, change);
             }
         }
+        for (rel, group, old) in before {
+            let new = e.best(rel, &group)?;
+            if new.is_some_and(|new| !below(old, new, &e.strings).unwrap_or(false)) {
+                continue;
+            }
+            if let Some(held) = held.as_deref_mut().filter(|h| h.holds(rel)) {
+                let mut least: Option<Value> = None;
+                for rule in e.strata[self.stratum].rules.iter() {
+                    if rule.deferral.as_ref().is_none_or(|d| d.aggregate != rel) {
+                        continue;
+                    }
+                    let keys = e.waiting.get(&rule.id).and_then(|w| w.get(&group));
+                    for &bound in keys.into_iter().flat_map(|k| k.values()) {
+                        if least.is_none_or(|l| below(bound, l, &e.strings).unwrap_or(false)) {
+                            least = Some(bound);
+                        }
+                    }
+                }
+                if let Some(least) = least {
+                    held.wake_at(rel, group, least, &e.strings);
+                }
+            } else {
+                self.wake(e, py, rel, &group, new, journal)?;
+            }
+        }
         Ok(changes)
+    }
+
+    /// Make this round's changes to what waits: a derivation that began to wait is recorded, one
+    /// that waited and lost a row of its body is forgotten (cross terms of a round cancel).
+    fn apply_wait_changes(&mut self, e: &mut Engine, journal: &mut Journal) -> Result<(), Failure> {
+        for (rule, changed) in std::mem::take(&mut self.wait_changes) {
+            let waiting = e.waiting.entry(rule).or_default();
+            for ((group, key), (delta, bound)) in changed {
+                let present = waiting.get(&group).is_some_and(|keys| keys.contains_key(&key));
+                let count = present as i64 + delta;
+                if count != 0 && count != 1 {
+                    return Err(Failure::Evaluation(format!(
+                        "internal inconsistency: a waiting derivation counted {count} times"
+                    )));
+                }
+                if count == 1 && !present {
+                    waiting.entry(group.clone()).or_default().insert(key.clone(), bound);
+                    journal.record(|| Undo::Wait(rule as u32, group, key, None));
+                } else if count == 0 && present {
+                    let keys = waiting.get_mut(&group).expect("present");
+                    let old = keys.remove(&key).expect("present");
+                    if keys.is_empty() {
+                        waiting.remove(&group);
+                    }
+                    journal.record(|| Undo::Wait(rule as u32, group, key, Some(old)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Group `group` of `rel` rose to `best` (None: it has no candidate left): make the derivations
+    /// that waited on it for a bound it now reaches, for the next round. Whether any did.
+    fn wake(
+        &mut self,
+        e: &mut Engine,
+        py: Python<'_>,
+        rel: usize,
+        group: &Row,
+        best: Option<Value>,
+        journal: &mut Journal,
+    ) -> Result<bool, Failure> {
+        let strata = e.strata.clone();
+        let mut woke = false;
+        for rule in strata[self.stratum].rules.iter() {
+            let Some(deferral) = rule.deferral.as_ref().filter(|d| d.aggregate == rel) else {
+                continue;
+            };
+            let Some(keys) = e.waiting.get(&rule.id).and_then(|w| w.get(group)) else {
+                continue;
+            };
+            let mut ready: Vec<(Row, Value)> = Vec::new();
+            for (key, &bound) in keys {
+                let reached = match best {
+                    None => true,
+                    Some(best) => !below(best, bound, &e.strings)?,
+                };
+                if reached {
+                    ready.push((key.clone(), bound));
+                }
+            }
+            if ready.is_empty() {
+                continue;
+            }
+            woke = true;
+            let waiting = e.waiting.get_mut(&rule.id).expect("waiting");
+            for (key, bound) in &ready {
+                let keys = waiting.get_mut(group).expect("waiting group");
+                keys.remove(key);
+                if keys.is_empty() {
+                    waiting.remove(group);
+                }
+                journal.record(|| Undo::Wait(rule.id as u32, group.clone(), key.clone(), Some(*bound)));
+            }
+            let made = self.resume(e, py, rule, &ready)?;
+            let resumed = self.resumed.get_or_insert_with(FxHashMap::default).entry(rule.head).or_default();
+            for (row, count) in made.plain {
+                let values = row.values();
+                let group: Key = deferral.group_positions.iter().map(|&p| values[p]).collect();
+                self.not_new.insert((rel, Row::new(&group), values[deferral.value_position]));
+                *resumed.plain.entry(row).or_insert(0) += count;
+            }
+        }
+        Ok(woke)
+    }
+
+    /// The derivations of `rule` from waiting keys, in the current contents (the rows the round
+    /// treats as absent left out).
+    fn resume(&self, e: &mut Engine, py: Python<'_>, rule: &Rule, ready: &[(Row, Value)]) -> Result<Out, Failure> {
+        let plan = &rule.deferral.as_ref().expect("deferral").resume;
+        let Engine { relations, functions, strings, pystrings, calls, stats_now, .. } = e;
+        for step in &plan.steps {
+            if let Step::Lookup { view, index, .. } = step {
+                relations[plan.views[*view].0].prepare(*index);
+            }
+        }
+        let views: Vec<View> = plan
+            .views
+            .iter()
+            .map(|&(rel, _old)| View {
+                rel: &relations[rel],
+                hidden: self.hidden.get(&rel).map(|rows| &**rows),
+                entering: None,
+                leaving: None,
+                leaving_index: None,
+            })
+            .collect();
+        let mut made = Out::default();
+        let exec = Exec { plan, views, functions, py, until: None };
+        let mut state = ExecState::new(strings, pystrings, calls, &mut made, plan.slots, None);
+        let Step::Delta { pattern, .. } = &plan.steps[0] else { unreachable!("a resume plan starts with its key") };
+        let mut run = || -> Result<(), ExecError> {
+            for (key, _) in ready {
+                if exec.bind(pattern, key, &mut state)? {
+                    exec.step(1, 1, &mut state)?;
+                }
+            }
+            Ok(())
+        };
+        let result = run();
+        stats_now[rule.head][FIRED] += state.fired;
+        result.map_err(|err| rule_failure(rule.id, err))?;
+        Ok(made)
     }
 
     /// Make visibility changes of the stratum's relations take effect.
@@ -1195,6 +1417,9 @@ impl StratumRun {
     }
 }
 
+/// Makes the derivations waiting on a group (`StratumRun::wake`), for `Held::release`.
+type Wake<'w> = dyn FnMut(&mut Engine, usize, &Row, Option<Value>) -> Result<bool, Failure> + 'w;
+
 /// A held group's new minimum, in a min-heap (ties by arrival, which never decides what is released).
 #[derive(Clone)]
 struct HeldEntry {
@@ -1231,6 +1456,9 @@ impl Ord for HeldEntry {
 #[derive(Clone)]
 struct Held {
     heaps: FxHashMap<usize, BinaryHeap<HeldEntry>>,
+    /// Groups whose best rose while derivations waited on them (`until`), by the least bound that
+    /// waits: the release order wakes them when it reaches that bound (see `pycore._Held`).
+    wakes: FxHashMap<usize, BinaryHeap<HeldEntry>>,
     pending: FxHashMap<usize, FxHashMap<Row, Value>>,
     vanished: FxHashMap<usize, RowSet>,
     goals: FxHashMap<usize, usize>,
@@ -1244,6 +1472,7 @@ impl Held {
         let relations = &stratum.ordered;
         Held {
             heaps: relations.iter().map(|r| (*r, BinaryHeap::new())).collect(),
+            wakes: relations.iter().map(|r| (*r, BinaryHeap::new())).collect(),
             pending: relations.iter().map(|r| (*r, FxHashMap::default())).collect(),
             vanished: relations.iter().map(|r| (*r, RowSet::default())).collect(),
             goals: stratum.goals.iter().copied().collect(),
@@ -1255,6 +1484,12 @@ impl Held {
 
     fn holds(&self, rel: usize) -> bool {
         self.heaps.contains_key(&rel)
+    }
+
+    fn wake_at(&mut self, rel: usize, group: Row, bound: Value, strings: &Interner) {
+        let wakes = self.wakes.get_mut(&rel).expect("held relation");
+        wakes.push(HeldEntry { key: Ordered::new(bound, strings), sequence: self.sequence, group });
+        self.sequence += 1;
     }
 
     /// A new candidate below the last released value means values fell along a derivation, which
@@ -1306,10 +1541,12 @@ impl Held {
     }
 
     /// The next visible changes: batches are released until one changes something or nothing more
-    /// may be released.
-    fn release(&mut self, e: &mut Engine) -> Result<Changes, Failure> {
+    /// may be released. `wake(e, rel, group, best)` makes the derivations that wait on a group for a
+    /// bound its best reaches (`until`); a batch that wakes any releases nothing more, since they
+    /// may lower what it would release (the caller evaluates them first).
+    fn release(&mut self, e: &mut Engine, mut wake: Option<&mut Wake>) -> Result<Changes, Failure> {
         loop {
-            let (changes, released) = self.release_batch(e)?;
+            let (changes, released) = self.release_batch(e, wake.as_deref_mut())?;
             if !changes.is_empty() || !released {
                 return Ok(changes);
             }
@@ -1329,21 +1566,39 @@ impl Held {
         bound
     }
 
-    fn release_batch(&mut self, e: &mut Engine) -> Result<(Changes, bool), Failure> {
+    fn release_batch(&mut self, e: &mut Engine, mut wake: Option<&mut Wake>) -> Result<(Changes, bool), Failure> {
         let mut changes: Changes = FxHashMap::default();
         let mut any_released = false;
         for &rel in &self.order {
             let bound = self.bound(e, rel);
             let pending = self.pending.get_mut(&rel).expect("held relation");
             let heap = self.heaps.get_mut(&rel).expect("held relation");
+            while heap.peek().is_some_and(|top| pending.get(&top.group) != Some(&top.key.value())) {
+                heap.pop();
+            }
+            let wakes = self.wakes.get_mut(&rel).expect("held relation");
+            if let Some(wake) = wake.as_deref_mut() {
+                while let Some(top) = wakes.peek().filter(|top| {
+                    heap.peek().is_none_or(|h| h.key >= top.key) && bound.as_ref().is_none_or(|b| top.key <= *b)
+                }) {
+                    let least = top.key.clone();
+                    let mut woke = false;
+                    while wakes.peek().is_some_and(|top| top.key == least) {
+                        let group = wakes.pop().expect("peeked").group;
+                        let best = e.best(rel, &group)?;
+                        woke |= wake(e, rel, &group, best)?;
+                    }
+                    if woke {
+                        // the woken derivations go first: they may lower what would be released
+                        return Ok((changes, false));
+                    }
+                }
+            }
             let mut released: Vec<Row> = Vec::new();
             for group in std::mem::take(self.vanished.get_mut(&rel).expect("held relation")) {
                 if !pending.contains_key(&group) && e.best(rel, &group)?.is_none() {
                     released.push(group);
                 }
-            }
-            while heap.peek().is_some_and(|top| pending.get(&top.group) != Some(&top.key.value())) {
-                heap.pop();
             }
             if let Some(top) = heap.peek() {
                 if bound.as_ref().is_none_or(|b| top.key <= *b) {
@@ -1479,6 +1734,47 @@ fn reads_an_empty_view(plan: &Plan, relations: &[Relation], changes: &Changes) -
     })
 }
 
+/// Whether `a < b`, compared as Python compares them (a type error for values it cannot order).
+fn below(a: Value, b: Value, strings: &Interner) -> Result<bool, Failure> {
+    compare(a, b, "<", strings)
+        .map(|order| order == Ordering::Less)
+        .map_err(|err| Failure::Evaluation(format!("evaluation failed: {}: {}", err.kind, err.message)))
+}
+
+/// What a plan of a rule with `until` reads to decide whether a derivation waits: the aggregate it
+/// waits on, what waits already, and, for each literal before `until` read in its new contents, the
+/// rows entering its relation this round.
+fn until_read<'a>(
+    rule: &Rule,
+    plan: &Plan,
+    aggregates: &'a [Option<Aggregate>],
+    waiting: &'a FxHashMap<usize, Waiting>,
+    changes: &'a Changes,
+) -> Option<UntilRead<'a>> {
+    let deferral = rule.deferral.as_ref()?;
+    let entering = plan
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Until { entering, .. } => {
+                Some(entering.iter().map(|(rel, _)| changes.get(rel).map(|c| &*c.plus)).collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    Some(UntilRead {
+        aggregate: aggregates[deferral.aggregate].as_ref().expect("aggregate"),
+        waiting: waiting.get(&rule.id),
+        entering,
+    })
+}
+
+struct UntilRead<'a> {
+    aggregate: &'a Aggregate,
+    waiting: Option<&'a Waiting>,
+    entering: Vec<Option<&'a RowSet>>,
+}
+
 fn rule_failure(rule: usize, err: ExecError) -> Failure {
     match err {
         ExecError::Value(v) => Failure::Rule { rule, kind: v.kind.to_string(), message: v.message },
@@ -1512,6 +1808,7 @@ struct Exec<'a, 'py> {
     views: Vec<View<'a>>,
     functions: &'a [Function],
     py: Python<'py>,
+    until: Option<UntilRead<'a>>,
 }
 
 struct ExecState<'a> {
@@ -1521,6 +1818,20 @@ struct ExecState<'a> {
     out: &'a mut Out,
     fired: u64,
     regs: Vec<Value>,
+    waits: Option<&'a mut WaitChanges>,
+}
+
+impl<'a> ExecState<'a> {
+    fn new(
+        strings: &'a mut Interner,
+        pystrings: &'a mut PyStrings,
+        calls: &'a mut CallMemo,
+        out: &'a mut Out,
+        slots: usize,
+        waits: Option<&'a mut WaitChanges>,
+    ) -> Self {
+        ExecState { strings, pystrings, calls, out, fired: 0, regs: vec![Value::Int(0); slots], waits }
+    }
 }
 
 impl Exec<'_, '_> {
@@ -1674,13 +1985,83 @@ impl Exec<'_, '_> {
                     self.matched(pattern, rows.row(r), i, sign, st)?;
                 }
             }
+            Step::Until { group, bound, key, delta_before, entering } => {
+                if !self.waits(group, bound, key, *delta_before, entering, sign, st)? {
+                    self.step(i + 1, sign, st)?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Whether a derivation waits (see `pycore._Waits`): a new one (made by a row entering this
+    /// round) if its group's best candidate is below its bound, one that existed if it was waiting.
+    /// Plans whose delta comes before `until` record what begins or stops waiting.
+    #[allow(clippy::too_many_arguments)]
+    fn waits(
+        &self,
+        group: &[Expr],
+        bound: &Expr,
+        key: &[Expr],
+        delta_before: bool,
+        entering: &[(usize, Vec<Expr>)],
+        sign: i64,
+        st: &mut ExecState,
+    ) -> Result<bool, ExecError> {
+        let until = self.until.as_ref().expect("a plan with until reads what waits");
+        let mut g = Key::new();
+        self.values(group, st, &mut g)?;
+        let b = self.top(bound, st)?;
+        let mut k = Key::new();
+        self.values(key, st, &mut k)?;
+        let mut new = delta_before && sign > 0;
+        if !new {
+            let mut values = Key::new();
+            for ((_, args), plus) in entering.iter().zip(&until.entering) {
+                if let Some(plus) = plus {
+                    self.values(args, st, &mut values)?;
+                    if plus.contains(&RowOf::new(&values)) {
+                        new = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let waits = if new {
+            match until.aggregate.groups.get(&RowOf::new(&g)).and_then(|x| match &x.candidates {
+                Candidates::Ordered(m) => m.first().map(Ordered::value),
+                Candidates::Counted(_) => None,
+            }) {
+                Some(best) => compare(best, b, "<", st.strings)? == Ordering::Less,
+                None => false,
+            }
+        } else {
+            until.waiting.and_then(|w| w.get(&RowOf::new(&g))).is_some_and(|keys| keys.contains_key(&RowOf::new(&k)))
+        };
+        if waits && delta_before {
+            let changes = st.waits.as_deref_mut().expect("a plan with until records what waits");
+            let entry = changes.entry((Row::new(&g), Row::new(&k))).or_insert((0, b));
+            entry.0 += sign;
+        }
+        Ok(waits)
     }
 
     fn emit(&self, sign: i64, st: &mut ExecState) -> Result<(), ExecError> {
         let mut values = Key::new();
         self.values(&self.plan.group, st, &mut values)?;
+        if let (Some((position, bound)), true) = (&self.plan.bounded, sign > 0) {
+            let b = self.top(bound, st)?;
+            if compare(values[*position], b, "<", st.strings)? == Ordering::Less {
+                return Err(ExecError::Value(ValueError::new(
+                    "ValueError",
+                    format!(
+                        "derived {} below its until bound {}; the bound must never exceed the value",
+                        crate::convert::repr(values[*position], st.strings),
+                        crate::convert::repr(b, st.strings)
+                    ),
+                )));
+            }
+        }
         match &self.plan.aggregate {
             None => {
                 // a head row derived before in this round (most of a search space's inputs are

@@ -55,13 +55,48 @@ impl Cmp {
 }
 
 pub enum Step {
-    Delta { negated: bool, pattern: Vec<Pat> },
-    Test { op: Cmp, left: Expr, right: Expr },
-    Assign { slot: usize, expr: Expr },
-    Has { view: usize, args: Vec<Expr>, negated: bool },
-    Lookup { view: usize, index: usize, key: Vec<Expr>, pattern: Vec<Pat> },
-    Scan { view: usize, pattern: Vec<Pat> },
-    Call { function: usize, inputs: Vec<Expr>, pattern: Vec<Pat> },
+    Delta {
+        negated: bool,
+        pattern: Vec<Pat>,
+    },
+    Test {
+        op: Cmp,
+        left: Expr,
+        right: Expr,
+    },
+    Assign {
+        slot: usize,
+        expr: Expr,
+    },
+    Has {
+        view: usize,
+        args: Vec<Expr>,
+        negated: bool,
+    },
+    Lookup {
+        view: usize,
+        index: usize,
+        key: Vec<Expr>,
+        pattern: Vec<Pat>,
+    },
+    Scan {
+        view: usize,
+        pattern: Vec<Pat>,
+    },
+    Call {
+        function: usize,
+        inputs: Vec<Expr>,
+        pattern: Vec<Pat>,
+    },
+    /// A rule's `until`: the derivation goes on unless it waits (see `reopt/datalog/planner.py`).
+    /// `entering` lists the literals before `until` read in their new contents, as (relation, args).
+    Until {
+        group: Vec<Expr>,
+        bound: Expr,
+        key: Vec<Expr>,
+        delta_before: bool,
+        entering: Vec<(usize, Vec<Expr>)>,
+    },
 }
 
 pub struct Plan {
@@ -71,6 +106,17 @@ pub struct Plan {
     pub group: Vec<Expr>,
     pub aggregate: Option<Expr>,
     pub slots: usize,
+    /// A rule with `until`: the head column its bound bounds from below, and the bound.
+    pub bounded: Option<(usize, Expr)>,
+}
+
+/// What keeps a rule's `until` exact: the min aggregate its derivations wait on, where a head row
+/// holds that aggregate's group and value, and the plan that makes a waiting derivation.
+pub struct Deferral {
+    pub aggregate: usize,
+    pub group_positions: Vec<usize>,
+    pub value_position: usize,
+    pub resume: Plan,
 }
 
 pub struct Rule {
@@ -78,6 +124,7 @@ pub struct Rule {
     pub head: usize,
     pub plans: Vec<Plan>,
     pub seed: Option<Plan>,
+    pub deferral: Option<Deferral>,
 }
 
 pub struct Stratum {
@@ -164,7 +211,19 @@ impl Reader<'_> {
             }
             let seed_item = r.get_item(3)?;
             let seed = if seed_item.is_none() { None } else { Some(self.plan(&seed_item)?) };
-            rules.push(Rule { id, head, plans, seed });
+            let deferral_item = r.get_item(4)?;
+            let deferral = if deferral_item.is_none() {
+                None
+            } else {
+                let d = deferral_item.downcast::<PyTuple>()?;
+                Some(Deferral {
+                    aggregate: d.get_item(0)?.extract()?,
+                    group_positions: d.get_item(1)?.extract()?,
+                    value_position: d.get_item(2)?.extract()?,
+                    resume: self.plan(&d.get_item(3)?)?,
+                })
+            };
+            rules.push(Rule { id, head, plans, seed, deferral });
         }
         Ok(Stratum { relations, dred: method == "dred", inputs, rules, ordered, goals })
     }
@@ -182,7 +241,14 @@ impl Reader<'_> {
         let aggregate_item = t.get_item(5)?;
         let aggregate = if aggregate_item.is_none() { None } else { Some(self.expr(&aggregate_item)?) };
         let slots: usize = t.get_item(6)?.extract()?;
-        Ok(Plan { delta: (delta >= 0).then_some(delta as usize), views, steps, group, aggregate, slots })
+        let bounded_item = t.get_item(7)?;
+        let bounded = if bounded_item.is_none() {
+            None
+        } else {
+            let b = bounded_item.downcast::<PyTuple>()?;
+            Some((b.get_item(0)?.extract()?, self.expr(&b.get_item(1)?)?))
+        };
+        Ok(Plan { delta: (delta >= 0).then_some(delta as usize), views, steps, group, aggregate, slots, bounded })
     }
 
     fn step(&mut self, item: &Bound<'_, PyAny>, views: &[(usize, bool)], functions: &[usize]) -> PyResult<Step> {
@@ -223,6 +289,23 @@ impl Reader<'_> {
                     function: *functions.get(local).ok_or_else(|| bad("function"))?,
                     inputs: self.exprs(&t.get_item(2)?)?,
                     pattern: self.pattern(&t.get_item(3)?)?,
+                }
+            }
+            "until" => {
+                let flags = t.get_item(4)?;
+                let flags = flags.downcast::<PyTuple>()?;
+                let mut entering = Vec::new();
+                for atom in flags.get_item(1)?.try_iter()? {
+                    let atom = atom?;
+                    let a = atom.downcast::<PyTuple>()?;
+                    entering.push((a.get_item(0)?.extract()?, self.exprs(&a.get_item(1)?)?));
+                }
+                Step::Until {
+                    group: self.exprs(&t.get_item(1)?)?,
+                    bound: self.expr(&t.get_item(2)?)?,
+                    key: self.exprs(&t.get_item(3)?)?,
+                    delta_before: flags.get_item(0)?.extract()?,
+                    entering,
                 }
             }
             other => return Err(bad(&format!("step {other}"))),

@@ -604,6 +604,8 @@ pub enum Undo {
     Count(u32, Row, i64),
     Candidate(u32, Row, Value, i64),
     Current(u32, Row, Option<Value>),
+    /// A rule's waiting derivation (rule, group, key) and the bound it had before (None: absent).
+    Wait(u32, Row, Row, Option<Value>),
 }
 
 /// Steps per journal chunk (80 KB, under the allocator's threshold for mapping memory). A journal

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, NamedTuple
 
-from .errors import DatalogError, EvaluationError, ProgramError
+from .errors import DatalogError, EvaluationError
 from .program import Program
 from .stats import RelationStats, Stats
 
@@ -54,14 +54,15 @@ def compiled_program(program: Program) -> tuple:
     for stratum in program.strata:
         compiled_rules = []
         for compiled in stratum.rules:
-            if compiled.deferral is not None:
-                raise ProgramError(f"'{compiled.rule.until}' is not supported by the native backend yet; "
-                                   "run this program with backend='python'", compiled.rule.until.location)
             rule_id = len(rules)
             rules.append(compiled.rule)
             plans = tuple(_plan(plan, ids, functions) for plan in compiled.delta_plans)
             seed = _plan(compiled.seed_plan, ids, functions) if compiled.seed_plan else None
-            compiled_rules.append((rule_id, ids[compiled.rule.head.name], plans, seed))
+            deferral = compiled.deferral
+            if deferral is not None:
+                deferral = (ids[deferral.aggregate], deferral.group_positions, deferral.value_position,
+                            _plan(deferral.resume, ids, functions))
+            compiled_rules.append((rule_id, ids[compiled.rule.head.name], plans, seed, deferral))
         strata.append((
             tuple(sorted(ids[r] for r in stratum.relations)),
             stratum.method,
@@ -100,7 +101,15 @@ def _plan(plan, ids: dict[str, int], functions: list[str]) -> tuple:
     fns = tuple(functions.index(name) for name in plan.functions)
     delta = ids[plan.delta_relation] if plan.delta_relation is not None else -1
     group, aggregate = plan.head
-    return delta, views, fns, tuple(plan.steps), group, aggregate, len(plan.slots)
+    steps = tuple(_until_ids(step, ids) if step[0] == "until" else step for step in plan.steps)
+    bounded = None if plan.bounded_position is None else (plan.bounded_position, plan.until_bound)
+    return delta, views, fns, steps, group, aggregate, len(plan.slots), bounded
+
+
+def _until_ids(step: tuple, ids: dict[str, int]) -> tuple:
+    """An ``until`` step with the relations it checks for entering rows named by id."""
+    kind, group, bound, key, (delta_before, entering) = step
+    return kind, group, bound, key, (delta_before, tuple((ids[rel], args) for rel, args in entering))
 
 
 class NativeCore:

@@ -481,13 +481,12 @@ class Program:
     def _compile(self, rule: Rule, written: Rule, members: frozenset[str], method: str,
                  rules: list[Rule]) -> CompiledRule:
         """Plans for ``rule`` (aliases resolved); errors quote the rule as ``written``."""
+        deferral = None if rule.until is None else self._deferral(rule, members, method, rules)
         atoms = [i for i, lit in enumerate(rule.body) if isinstance(lit, Atom) and lit.name in self.relations]
         info = self.relations[rule.head.name]
         plans = [plan_rule(rule, i, self.functions, info.aggregate_position) for i in atoms]
         seed = None if atoms else plan_rule(rule, None, self.functions, info.aggregate_position)
-        deferral = None
-        if rule.until is not None:
-            deferral = self._deferral(rule, members, method, rules)
+        if deferral is not None:
             for plan in [*plans, deferral.resume]:
                 plan.bounded_position = deferral.value_position
         return CompiledRule(written, plans, seed, deferral)

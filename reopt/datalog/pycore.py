@@ -369,7 +369,7 @@ class _Held:
                 heapq.heappop(heap)
             bound = self.bound(name)
             wakes = self.wakes[name]
-            if wake is not None and wakes and (not heap or not agg.improves(heap[0][0], wakes[0][0])) \
+            while wake is not None and wakes and (not heap or not agg.improves(heap[0][0], wakes[0][0])) \
                     and (bound is _MISSING or not agg.improves(bound, wakes[0][0])):
                 least, woke = wakes[0][0], False
                 while wakes and wakes[0][0] == least:
