@@ -167,14 +167,21 @@ def exact_paths(edges: list) -> set:
     return engine.rows("best")
 
 
+# the same program, its candidates waiting while their node holds a cheaper one (``until``)
+WAITING_PATHS = PATHS.replace("e(x, y, w), c = b + w.", "e(x, y, w), until best(y) >= b + w, c = b + w.")
+assert "until" in WAITING_PATHS
+
+
 @settings(max_examples=200)
-@given(target=NODE, steps=st.lists(st.lists(PATH_STEP, min_size=1, max_size=5), min_size=1, max_size=5))
-def test_ordered_release_up_to_a_goal_agrees_on_both_backends_and_is_exact_up_to_the_goal(target, steps):
+@given(target=NODE, steps=st.lists(st.lists(PATH_STEP, min_size=1, max_size=5), min_size=1, max_size=5),
+       text=st.sampled_from([PATHS, WAITING_PATHS]))
+def test_ordered_release_up_to_a_goal_agrees_on_both_backends_and_is_exact_up_to_the_goal(target, steps, text):
     """Random edge insertions and deletions on a DAG (a negative weight may make a value fall, which
-    must fail alike) and moves of the goal: after every run both backends hold the same rows, counts
-    and statistics, and every node no costlier than the goal has its from-scratch best cost."""
+    must fail alike) and moves of the goal, with and without waiting candidates: after every run both
+    backends hold the same rows, counts and statistics, and every node no costlier than the goal has
+    its from-scratch best cost."""
     needs_backend("native")
-    engines = [Engine(Program.parse(PATHS, "paths.dl"), backend=b) for b in ("python", "native")]
+    engines = [Engine(Program.parse(text, "paths.dl"), backend=b) for b in ("python", "native")]
     for engine in engines:
         engine.insert("src", [(0,)])
         engine.insert("target", [(target,)])
