@@ -316,6 +316,13 @@ impl Engine {
         for agg in self.aggregates.iter().flatten() {
             size += agg.groups.values().map(|g| 2 * g.candidates.len() as u64).sum::<u64>();
         }
+        // a waiting derivation: its group, and its key with its bound
+        for waiting in self.waiting.values() {
+            for (group, keys) in waiting {
+                size += group.values().len() as u64;
+                size += keys.keys().map(|k| k.values().len() as u64 + 1).sum::<u64>();
+            }
+        }
         size
     }
 

@@ -210,7 +210,8 @@ class Engine:
 
     def state_size(self) -> int:
         """Values the engine holds: every stored row's values, every derivation count (key and count),
-        and every aggregate candidate (value and count). A repeatable measure of state, unlike bytes."""
+        every aggregate candidate (value and count) and every derivation that waits (its group, key
+        and bound). A repeatable measure of state, unlike bytes."""
         return self._core.state_size()
 
     def candidates(self, relation: str, group: tuple) -> dict[Any, int]:

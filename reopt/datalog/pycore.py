@@ -133,6 +133,8 @@ class PythonCore:
         size = sum(len(r.rows) * max(1, r.arity) for r in self._relations.values())
         size += sum(2 * len(counts) for counts in self._counts.values())
         size += sum(2 * len(values) for agg in self._aggregates.values() for values in agg.candidates.values())
+        size += sum(len(group) + sum(len(key) + 1 for key in keys)  # a waiting derivation's group, key and bound
+                    for waiting in self._waiting.values() for group, keys in waiting.items())
         return size
 
     def candidates(self, relation: str, group: tuple) -> dict[Any, int]:
