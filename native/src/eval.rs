@@ -951,7 +951,9 @@ impl StratumRun {
         hidden: &Hidden,
     ) -> Result<Outputs, Failure> {
         let mut outputs: Outputs = FxHashMap::default();
-        self.hidden = hidden.clone();
+        if !self.waited.is_empty() {
+            self.hidden = hidden.clone(); // what a wake at the round's settling must also leave out
+        }
         let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, aggregates, waiting, .. } = e;
         let stratum = &strata[self.stratum];
         let mut show_indexes: FxHashMap<(usize, usize), Index> = FxHashMap::default();
