@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from reopt.datalog import Engine, EvaluationError, ParseError, Program, ProgramError
 
-from .conftest import needs_backend
+from .conftest import EXAMPLES, needs_backend
 from .test_engine_semantics import ORDERED_PATHS as PLAIN
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -176,3 +176,12 @@ def test_a_rule_has_at_most_one_until():
 def test_a_rule_prints_with_its_until_where_it_was_written():
     rule = next(r for r in Program.parse(WAITING).rules if r.until is not None)
     assert str(rule) == "cand(y, c) :- best(x, b), e(x, y, w), until best(y) >= (b + w), c = (b + w)."
+
+
+def test_the_example_program_finds_the_cheapest_paths_and_leaves_a_dearer_edge_uncosted():
+    engine = Engine(Program.load(EXAMPLES / "dag_paths.dl"))
+    engine.insert("source", [(0,)])
+    engine.insert("edge", EDGES)
+    engine.run()
+    assert engine.rows("best") == {(0, 0), (1, 1), (3, 3), (4, 4)}
+    assert (3, 6) not in engine.rows("cand")
