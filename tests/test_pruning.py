@@ -251,3 +251,16 @@ def test_the_goal_bound_shows_entries_whose_plans_waited_once_their_groups_rose(
     exact = {(e, p): c for e, p, c in reference.engine.rows("BestCost") if c <= full.cost}
     shown = {(e, p): c for e, p, c in optimizer.engine.rows("BestCost") if c <= full.cost}
     assert shown == exact
+
+
+@pytest.mark.usefixtures("backend")
+@pytest.mark.parametrize("name", ["Q5", "Q10", "Q8Join"])
+def test_plans_that_wait_change_no_plan_and_cost_fewer_alternatives(name):
+    catalog = reopt.Catalog.tpch(1)
+    plans, costed = {}, {}
+    for wait in (True, False):
+        optimizer = reopt.Optimizer.from_sql(TPCH[name], catalog, reopt.OptimizerConfig(plans_wait=wait))
+        plan = optimizer.optimize()
+        plans[wait], costed[wait] = (plan.cost, plan.key()), optimizer.engine.stats.total["PlanCost"].fired
+    assert plans[True] == plans[False]
+    assert costed[True] < costed[False]

@@ -127,7 +127,10 @@ class OptimizerConfig:
     of the same entry (and does not cost them: tuple-source suppression); ``reference_counting`` lets
     an entry go when no live plan uses it; ``recursive_bounding`` drops alternatives over the budget
     their parents leave them. Reference counting prunes only what the other two prune first, so on
-    its own it changes nothing. docs/pruning.md has both designs.
+    its own it changes nothing. With the goal bound, ``plans_wait`` (the default) also leaves a plan
+    uncosted while its inputs alone cost more than its entry's best plan, until that best rises to
+    them; ``plans_wait=False`` costs every plan over released inputs, for comparison. docs/pruning.md
+    has both designs.
     """
 
     weights: CostWeights = field(default_factory=CostWeights)
@@ -140,6 +143,7 @@ class OptimizerConfig:
     # pruning design's own, DEFAULT_MAX_JOIN_PAIRS or, for the memo-based pruning, MEMO_MAX_JOIN_PAIRS.
     max_join_pairs: int | None | Literal["auto"] = "auto"
     goal_bound: bool = True
+    plans_wait: bool = True  # under the goal bound only (docs/pruning.md, "Plans that wait")
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
@@ -173,6 +177,7 @@ class OptimizerConfig:
     def setting_facts(self) -> list[tuple[str, bool]]:
         return [
             ("goal", self.goal_bound),
+            ("wait", self.goal_bound and self.plans_wait),
             ("aggsel", self.aggregate_selection),
             ("refcount", self.reference_counting),
             ("bounding", self.recursive_bounding),
