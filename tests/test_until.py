@@ -64,7 +64,6 @@ def test_without_an_ordered_release_a_rise_wakes_at_once():
 
 def test_a_bound_above_the_derived_value_fails_the_run_and_changes_nothing():
     text = PLAIN.replace("e(x, y, w), c = b + w.", "e(x, y, w), until best(y) >= b + w + 1, c = b + w.")
-    engine = paths(PLAIN)
     wrong = Engine(Program.parse(text, "paths.dl"))
     wrong.insert("src", [(0,)])
     wrong.run()
@@ -73,7 +72,6 @@ def test_a_bound_above_the_derived_value_fails_the_run_and_changes_nothing():
     with pytest.raises(EvaluationError, match="below its until bound"):
         wrong.run()
     assert (wrong.rows("best"), wrong.counts("cand")) == before
-    assert engine.rows("best")  # the same edges without the wrong bound run
 
 
 def test_a_failed_run_restores_what_waits():

@@ -437,12 +437,7 @@ impl Engine {
                             waiting.entry(group).or_default().insert(key, bound);
                         }
                         None => {
-                            if let Some(keys) = waiting.get_mut(&group) {
-                                keys.remove(&key);
-                                if keys.is_empty() {
-                                    waiting.remove(&group);
-                                }
-                            }
+                            forget(waiting, &group, &key);
                         }
                     }
                 }
@@ -1189,8 +1184,10 @@ impl StratumRun {
         }
         for (rel, group, old) in before {
             let new = e.best(rel, &group)?;
-            if new.is_some_and(|new| !below(old, new, &e.strings).unwrap_or(false)) {
-                continue;
+            if let Some(new) = new {
+                if !below(old, new, &e.strings)? {
+                    continue;
+                }
             }
             if let Some(held) = held.as_deref_mut().filter(|h| h.holds(rel)) {
                 let mut least: Option<Value> = None;
@@ -1200,7 +1197,11 @@ impl StratumRun {
                     }
                     let keys = e.waiting.get(&rule.id).and_then(|w| w.get(&group));
                     for &bound in keys.into_iter().flat_map(|k| k.values()) {
-                        if least.is_none_or(|l| below(bound, l, &e.strings).unwrap_or(false)) {
+                        let lower = match least {
+                            None => true,
+                            Some(least) => below(bound, least, &e.strings)?,
+                        };
+                        if lower {
                             least = Some(bound);
                         }
                     }
@@ -1232,11 +1233,7 @@ impl StratumRun {
                     waiting.entry(group.clone()).or_default().insert(key.clone(), bound);
                     journal.record(|| Undo::Wait(rule as u32, group, key, None));
                 } else if count == 0 && present {
-                    let keys = waiting.get_mut(&group).expect("present");
-                    let old = keys.remove(&key).expect("present");
-                    if keys.is_empty() {
-                        waiting.remove(&group);
-                    }
+                    let old = forget(waiting, &group, &key).expect("present");
                     journal.record(|| Undo::Wait(rule as u32, group, key, Some(old)));
                 }
             }
@@ -1280,11 +1277,7 @@ impl StratumRun {
             woke = true;
             let waiting = e.waiting.get_mut(&rule.id).expect("waiting");
             for (key, bound) in &ready {
-                let keys = waiting.get_mut(group).expect("waiting group");
-                keys.remove(key);
-                if keys.is_empty() {
-                    waiting.remove(group);
-                }
+                forget(waiting, group, key);
                 journal.record(|| Undo::Wait(rule.id as u32, group.clone(), key.clone(), Some(*bound)));
             }
             let made = self.resume(e, py, rule, &ready)?;
@@ -1741,6 +1734,16 @@ fn reads_an_empty_view(plan: &Plan, relations: &[Relation], changes: &Changes) -
             None => rows == 0,
         }
     })
+}
+
+/// Forget a waiting derivation, and its group once nothing waits on it; the bound it had.
+fn forget(waiting: &mut Waiting, group: &Row, key: &Row) -> Option<Value> {
+    let keys = waiting.get_mut(group)?;
+    let bound = keys.remove(key);
+    if keys.is_empty() {
+        waiting.remove(group);
+    }
+    bound
 }
 
 /// Whether `a < b`, compared as Python compares them (a type error for values it cannot order).
