@@ -1,0 +1,78 @@
+"""How far the native core alone could take issue 13's "native at least 10x python" on TPC-H.
+
+``optimize()`` with no pruning runs Python on either backend: the plan space's splits and the cost
+functions the rules call, the estimates, the engine's front end and the plan's extraction. This
+times the native core's runs, less the Python functions they call, inside each native
+``optimize()``, and divides the Python backend's time by what is left of the native one: the ratio
+the native backend would reach with a core that took no time at all. Each backend's optimizations
+are timed ``--runs`` times, medians; the timers' own cost falls on the Python side, so the bounds
+are a little generous.
+
+    .venv/bin/python experiments/core_share.py [--runs 11]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import reopt
+from reopt.datalog import nativecore
+from reopt.optimizer import cost, parse_sql, plan_space
+from reopt.optimizer.workloads import TPCH
+
+QUERIES = ("Q5", "Q10", "Q8Join")
+
+
+class Clock:
+    """Seconds spent in the native core's runs and in the Python functions they call."""
+
+    def __init__(self) -> None:
+        self.core = 0.0
+        self.functions = 0.0
+
+    def wrap(self, fn, field: str):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                setattr(self, field, getattr(self, field) + time.perf_counter() - start)
+        return timed
+
+    def install(self) -> None:
+        for owner, name in ((cost.CostModel, "scan"), (cost.CostModel, "unary"), (cost.CostModel, "join"),
+                            (plan_space.PlanSpace, "split")):
+            setattr(owner, name, self.wrap(getattr(owner, name), "functions"))
+        nativecore.NativeCore.run = self.wrap(nativecore.NativeCore.run, "core")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=11)
+    args = parser.parse_args()
+    clock = Clock()
+    clock.install()
+    catalog = reopt.Catalog.tpch(1)
+    print(f"{'query':<8}{'native ms':>11}{'core ms':>10}{'python ms':>11}{'python/native':>15}{'with the core at zero':>23}")
+    for name in QUERIES:
+        query = parse_sql(TPCH[name], catalog)
+        times: dict[str, list[float]] = {"native": [], "python": []}
+        core: list[float] = []
+        for _ in range(args.runs):
+            for backend in times:
+                clock.core = clock.functions = 0.0
+                config = reopt.OptimizerConfig.setting("none", backend=backend)
+                start = time.perf_counter()
+                reopt.Optimizer(query, catalog, config).optimize()
+                times[backend].append(time.perf_counter() - start)
+                if backend == "native":
+                    core.append(clock.core - clock.functions)
+        native, python, inside = (statistics.median(v) for v in (times["native"], times["python"], core))
+        print(f"{name:<8}{native * 1e3:>11.2f}{inside * 1e3:>10.2f}{python * 1e3:>11.2f}"
+              f"{python / native:>14.1f}x{python / (native - inside):>22.1f}x")
+
+
+if __name__ == "__main__":
+    main()
