@@ -46,6 +46,9 @@ def test_procedural_incremental_equals_full_reoptimization_after_every_delta(sha
         assert (plan.cost, plan.key()) == (expected.cost, expected.key())
         full = TopDownOptimizer(query, declarative.catalog).optimize()
         assert (plan.cost, plan.key()) == (full.cost, full.key())
+        from_scratch = IncrementalTopDownOptimizer(query, declarative.catalog)
+        from_scratch.optimize()
+        assert incremental.best_costs == from_scratch.best_costs  # every group's, not only the root's
 
 
 def test_procedural_incremental_recosts_only_what_a_delta_reaches():

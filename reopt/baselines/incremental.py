@@ -43,10 +43,11 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         super().__init__(query, catalog, config)
         self._alternatives: dict[tuple[int, str], dict[tuple, float | None]] = {}
         self._best: dict[tuple[int, str], tuple[float, tuple] | None] = {}
-        # who to revise after a change: a group's parent alternatives, and the alternatives whose
-        # local cost reads an expression's statistics, each by the group they belong to
+        # who to revise after a change: a group's parent alternatives, by the group they belong to
+        # (their local costs read the group's statistics, their costs its best), and the groups of
+        # each expression (every alternative of which reads its statistics)
         self._users: dict[tuple[int, str], dict[tuple[int, str], list[tuple]]] = {}
-        self._readers: dict[int, dict[tuple[int, str], list[tuple]]] = {}
+        self._groups_of: dict[int, list[tuple[int, str]]] = {}
         # per group, the alternatives whose remembered cost is a lower bound of their cost (see _revise)
         self._stale: dict[tuple[int, str], set[tuple]] = {}
         # during reoptimize: groups with a change under some alternatives (those where every change
@@ -58,7 +59,6 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self._in_order: list[tuple[int, str]] = []
         self._place: dict[tuple[int, str], int] = {}
         self.last_recosted = 0
-        self.last_groups_touched = 0
 
     @property
     def memo(self) -> Mapping[tuple[int, str], Mapping[tuple, float | None]]:
@@ -104,34 +104,34 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self.factors = factors
 
         # Each alternative whose local cost reads a changed statistic or factor, and whether every
-        # such change grew: then its remembered cost is a lower bound of its new one.
+        # such change grew: then its remembered cost is a lower bound of its new one. A statistic
+        # is read by its expression's groups, and by their parents as inputs: those are marked
+        # when the group is revised, with its best cost's change.
         self._marked = {}
         self._heap = []
         for mask, grew in changed.items():
-            self._mark(self._readers.get(mask, {}).items(), grew)
+            self._mark(((group, self._alternatives[group]) for group in self._groups_of.get(mask, ())), grew)
         for op, grew in changed_ops.items():
             self._mark(((group, using) for group, alts in self._alternatives.items()
                         if (using := [alt for alt in alts if alt[1] == op])), grew)
         # Groups children-first: a group's marked alternatives are costed once, when it is reached,
         # from its children's final best costs.
         self.last_recosted = 0
-        self.last_groups_touched = 0
         while self._heap:
             group = self._in_order[heapq.heappop(self._heap)]
-            self.last_groups_touched += 1
             only_grew, may_fall = self._marked.pop(group)
             self._revise(group, only_grew, may_fall)
-            old = self._best[group]
-            if not may_fall and old is not None and old[1] not in only_grew:
-                # the chosen alternative is as it was and every other one only grew: it still wins
+            old = choice = self._best[group]
+            # unless the chosen alternative is as it was and every other one only grew (it still wins)
+            if may_fall or old is None or old[1] in only_grew:
+                choice = self._best[group] = self._choose(group)
+            # the parents read the group's best cost and statistics: did either change, and only grow?
+            cost_moved = choice != old and (choice is None or old is None or choice[0] != old[0])
+            statistic_grew = changed.get(group[0])
+            if not cost_moved and statistic_grew is None:
                 continue
-            choice = self._choose(group)
-            if choice == old:
-                continue
-            self._best[group] = choice
-            if choice is not None and old is not None and choice[0] == old[0]:
-                continue  # same cost, other alternative: the parents' costs do not change
-            grew = old is not None and (choice is None or choice[0] >= old[0])
+            grew = statistic_grew is not False and (
+                not cost_moved or (old is not None and (choice is None or choice[0] >= old[0])))
             self._mark(self._users.get(group, {}).items(), grew)
         return self._plan()
 
@@ -146,10 +146,8 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             expr = group[0]
             alternatives = self.space.split(*group)
             self._alternatives[group] = {alt: None for alt in alternatives}
+            self._groups_of.setdefault(expr, []).append(group)
             for alt in alternatives:
-                kind, _op, left, _lp, right, _rp = alt
-                for mask in {expr, left, right} - {0} if kind == "join" else {expr, left} - {0}:
-                    self._readers.setdefault(mask, {}).setdefault(group, []).append(alt)
                 for child in self.children(alt):
                     self._users.setdefault(child, {}).setdefault(group, []).append(alt)
                     stack.append(child)

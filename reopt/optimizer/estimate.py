@@ -161,6 +161,10 @@ class Estimator:
             previous._group_factors if previous is not None and previous._ndv == self._ndv else {})
         # each predicate's selectivity as learnt at run time (an override or an observation), or None
         self._learnt: list[float | None] = [catalog.selectivities.get(text) for text in graph.texts]
+        # what a set of learnt predicates contributes (see _learnt_part), by the predicates, and
+        # each key class's selectivities under it: many expressions hold the same learnt predicates
+        self._learnt_parts: dict[tuple[int, ...], tuple[float, dict[int, int]]] = {}
+        self._merged_factors: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, ...]] = {}
         self._corrections: list[tuple[int, float]] = []
         observed = sorted(((query.mask(names), rows) for names, rows in catalog.observed.items()
                            if set(names) <= set(query.aliases)), key=lambda mr: (bin(mr[0]).count("1"), mr[0]))
@@ -173,6 +177,8 @@ class Estimator:
                 j = open_joins[0]
                 self._learnt[j] = 1.0  # counted first, so the estimate without it is what remains
                 self._learnt[j] = clamp(max(rows, 1.0) / max(self._corrected(mask), 1e-300))
+                self._learnt_parts.clear()  # they hold what was learnt before
+                self._merged_factors.clear()
             else:
                 self._corrections.append((mask, max(rows, 1.0) / max(self._corrected(mask), 1.0)))
             fixed.update(inside)
@@ -192,26 +198,37 @@ class Estimator:
         return (stats.rows * selectivity, _width(stats, query.needed_columns(alias)),
                 stats.rows * _width(stats, query.read_columns(alias)))
 
-    def _join_selectivity(self, mask: int) -> float:
-        """The product of the selectivities that count for ``mask`` (see the module docstring)."""
-        graph, learnt = self._graph, self._learnt
-        inside, groups = graph.classes(mask)
-        selectivity = 1.0
-        known = [j for j in inside if learnt[j] is not None]
-        merged: dict[int, int] = {}  # union-find over the columns learnt predicates join
-        if known:
-            known.sort(key=lambda j: (-learnt[j], graph.texts[j]))
-            for j in known:
+    def _learnt_part(self, known: tuple[int, ...]) -> tuple[float, dict[int, int]]:
+        """The product of the learnt predicates' selectivities that count (Kruskal's rule over
+        ``known``, learnt predicates inside one expression), and the union-find of the columns they
+        make equal."""
+        part = self._learnt_parts.get(known)
+        if part is None:
+            graph, learnt = self._graph, self._learnt
+            selectivity = 1.0
+            merged: dict[int, int] = {}
+            for j in sorted(known, key=lambda j: (-learnt[j], graph.texts[j])):
                 if _union(merged, *graph.ends[j]):
                     selectivity *= learnt[j]
+            part = self._learnt_parts[known] = (selectivity, merged)
+        return part
+
+    def _join_selectivity(self, mask: int) -> float:
+        """The product of the selectivities that count for ``mask`` (see the module docstring)."""
+        learnt = self._learnt
+        inside, groups = self._graph.classes(mask)
+        known = tuple(j for j in inside if learnt[j] is not None)
+        selectivity, merged = self._learnt_part(known) if known else (1.0, None)
         for group in groups:
             if merged and any(column in merged for column in group):
-                # a part's distinct count is the smallest of its columns'
-                counts: dict[int, float] = {}
-                for column in group:
-                    root = _root(merged, column)
-                    counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
-                factors = _containment(counts.values())
+                factors = self._merged_factors.get((known, group))
+                if factors is None:
+                    # a part's distinct count is the smallest of its columns'
+                    counts: dict[int, float] = {}
+                    for column in group:
+                        root = _root(merged, column)
+                        counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
+                    factors = self._merged_factors[(known, group)] = _containment(counts.values())
             else:
                 factors = self._group_factors.get(group)
                 if factors is None:
