@@ -161,10 +161,9 @@ class Estimator:
             previous._group_factors if previous is not None and previous._ndv == self._ndv else {})
         # each predicate's selectivity as learnt at run time (an override or an observation), or None
         self._learnt: list[float | None] = [catalog.selectivities.get(text) for text in graph.texts]
-        # what a set of learnt predicates contributes (see _learnt_part), by the predicates, and
-        # each key class's selectivities under it: many expressions hold the same learnt predicates
+        # what a set of learnt predicates contributes (see _learnt_part), by the predicates: many
+        # expressions hold the same learnt predicates
         self._learnt_parts: dict[tuple[int, ...], tuple[float, dict[int, int]]] = {}
-        self._merged_factors: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[float, ...]] = {}
         self._corrections: list[tuple[int, float]] = []
         observed = sorted(((query.mask(names), rows) for names, rows in catalog.observed.items()
                            if set(names) <= set(query.aliases)), key=lambda mr: (bin(mr[0]).count("1"), mr[0]))
@@ -178,7 +177,6 @@ class Estimator:
                 self._learnt[j] = 1.0  # counted first, so the estimate without it is what remains
                 self._learnt[j] = clamp(max(rows, 1.0) / max(self._corrected(mask), 1e-300))
                 self._learnt_parts.clear()  # they hold what was learnt before
-                self._merged_factors.clear()
             else:
                 self._corrections.append((mask, max(rows, 1.0) / max(self._corrected(mask), 1.0)))
             fixed.update(inside)
@@ -221,14 +219,12 @@ class Estimator:
         selectivity, merged = self._learnt_part(known) if known else (1.0, None)
         for group in groups:
             if merged and any(column in merged for column in group):
-                factors = self._merged_factors.get((known, group))
-                if factors is None:
-                    # a part's distinct count is the smallest of its columns'
-                    counts: dict[int, float] = {}
-                    for column in group:
-                        root = _root(merged, column)
-                        counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
-                    factors = self._merged_factors[(known, group)] = _containment(counts.values())
+                # a part's distinct count is the smallest of its columns'
+                counts: dict[int, float] = {}
+                for column in group:
+                    root = _root(merged, column)
+                    counts[root] = min(counts.get(root, self._ndv[column]), self._ndv[column])
+                factors = _containment(counts.values())
             else:
                 factors = self._group_factors.get(group)
                 if factors is None:
