@@ -218,7 +218,12 @@ class Estimator:
         known = tuple(j for j in inside if learnt[j] is not None)
         selectivity, merged = self._learnt_part(known) if known else (1.0, None)
         for group in groups:
-            if merged and any(column in merged for column in group):
+            # each union gave one column of the class a parent: with none the class is as estimated,
+            # with one fewer than its columns it is one part, which divides by nothing
+            unions = sum(column in merged for column in group) if merged else 0
+            if unions == len(group) - 1:
+                continue
+            if unions:
                 # a part's distinct count is the smallest of its columns'
                 counts: dict[int, float] = {}
                 for column in group:
