@@ -6,7 +6,8 @@ initial plan kept static. ``reopt engine-demo`` shows the incremental datalog en
 paths on a random graph kept up to date under single-edge changes, each checked against networkx.
 ``reopt explain QUERY.sql --tpch SCALE`` (or ``--stats FILE.json``) prints the best plan of a query
 (``--format text|json|dot``).
-``reopt eval RULES.dl --facts FACTS.json`` evaluates any rule file on facts given as JSON.
+``reopt eval RULES.dl --facts FACTS.json`` evaluates any rule file on facts given as JSON. ``-`` in
+place of the query or facts file reads standard input.
 """
 
 from __future__ import annotations
@@ -135,10 +136,21 @@ class _InputError(Exception):
 
 
 def _read_text(path: str, what: str) -> str:
+    """The file's text, or standard input's for ``-``."""
+    if path == "-":
+        try:
+            return sys.stdin.read()
+        except OSError as exc:
+            raise _InputError(f"cannot read {what} from standard input: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise _InputError(f"{what} on standard input is not UTF-8 text (byte {exc.start})") from None
     try:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise _InputError(f"cannot read {what} {path}: {exc.strerror}") from None
+        shown = path if len(path) <= 60 else path[:57] + "..."
+        # text where a path belongs (a query typed on the command line) is not found as a file
+        hint = " (give a file, or - to read standard input)" if any(c.isspace() for c in path) else ""
+        raise _InputError(f"cannot read {what} {shown}: {exc.strerror}{hint}") from None
     except UnicodeDecodeError as exc:
         raise _InputError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
 
@@ -203,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     engine_demo.add_argument("--seed", type=int, default=7)
     engine_demo.set_defaults(handler=_engine_demo)
     explain = sub.add_parser("explain", help="print the best plan of a SQL query")
-    explain.add_argument("query", help="a file holding one SELECT statement")
+    explain.add_argument("query", help="a file holding one SELECT statement, or - to read it from standard input")
     source = explain.add_mutually_exclusive_group()
     source.add_argument("--tpch", type=float, default=1.0, metavar="SCALE",
                         help="use TPC-H statistics at this scale factor (default 1)")
@@ -214,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     explain.set_defaults(handler=_explain)
     evaluate = sub.add_parser("eval", help="evaluate a rule file on JSON facts")
     evaluate.add_argument("rules", help="a .dl rule file")
-    evaluate.add_argument("--facts", help='JSON object: {"relation": [[v1, v2, ...], ...]}')
+    evaluate.add_argument("--facts", help='JSON object: {"relation": [[v1, v2, ...], ...]}, in a file or - for standard input')
     evaluate.add_argument("--show", action="append", help="relation to print (repeatable; default: all derived)")
     evaluate.set_defaults(handler=_eval)
     args = parser.parse_args(argv)

@@ -1,5 +1,6 @@
 """The command line: explain, eval, and the demo's machine-readable summary."""
 
+import io
 import json
 import subprocess
 import sys
@@ -30,6 +31,30 @@ def test_explain_reports_an_unknown_table_as_an_error(tmp_path, capsys):
     query.write_text("select * from nope")
     assert main(["explain", str(query)]) == 2
     assert "unknown table 'nope'" in capsys.readouterr().err
+
+
+def test_explain_reads_the_query_from_standard_input_given_a_dash(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("select * from region r, nation n where r.r_regionkey = n.n_regionkey"))
+    assert main(["explain", "-"]) == 0
+    assert "join order: (n BHJ r)" in capsys.readouterr().out
+
+
+def test_a_query_given_in_place_of_a_file_is_refused_with_a_hint(capsys):
+    assert main(["explain", "select * from region"]) == 2
+    assert "cannot read query file select * from region: No such file or directory (give a file, or - to read " \
+           "standard input)" in capsys.readouterr().err
+
+
+def test_unreadable_standard_input_is_an_error_not_a_traceback(capsys):
+    # pytest's captured standard input refuses to be read, as a closed one would
+    assert main(["explain", "-"]) == 2
+    assert capsys.readouterr().err.startswith("error: cannot read query file from standard input: ")
+
+
+def test_eval_reads_facts_from_standard_input_given_a_dash(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({"edge": [[1, 2]]})))
+    assert main(["eval", str(EXAMPLES / "transitive_closure.dl"), "--facts", "-"]) == 0
+    assert capsys.readouterr().out.split() == ["path(1,", "2)"]
 
 
 def test_eval_prints_derived_rows(tmp_path, capsys):
