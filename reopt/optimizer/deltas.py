@@ -14,7 +14,7 @@ changing anything and returns a new catalog; the one given is never modified.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..datalog.errors import shown
 from .catalog import Catalog, check_count, check_selectivity
@@ -96,17 +96,19 @@ class DeltaStats:
                     mask |= query.bit(predicate.alias)
         return mask
 
-    def expressions_touched(self, query: Query, catalog: Catalog) -> list[int]:
-        """The connected sub-expressions whose estimates may change, given the catalog the changes
-        apply to: those holding a changed table, or both ends of a join predicate whose selectivity
-        changed (estimates count a join predicate only inside an expression that holds both ends);
-        all of them for an observed cardinality, or for any change while the catalog holds
-        observations: an observed cardinality can move corrections between join predicates anywhere
-        in the query (see ``estimate.py``), and any change moves the residuals of those held."""
+    def expressions_touched(self, query: Query, catalog: Catalog, among: Sequence[int] | None = None) -> list[int]:
+        """The connected sub-expressions (of ``among``, by default all the query's) whose estimates
+        may change, given the catalog the changes apply to: those holding a changed table, or both
+        ends of a join predicate whose selectivity changed (estimates count a join predicate only
+        inside an expression that holds both ends); all of them for an observed cardinality, or for
+        any change while the catalog holds observations: an observed cardinality can move
+        corrections between join predicates anywhere in the query (see ``estimate.py``), and any
+        change moves the residuals of those held."""
         needs = self._needs(query, catalog)
+        masks = query.connected_subsets() if among is None else list(among)
         if 0 in needs:
-            return query.connected_subsets()
-        return [m for m in query.connected_subsets() if any(needed & m == needed for needed in needs)]
+            return masks
+        return [m for m in masks if any(needed & m == needed for needed in needs)]
 
     def _needs(self, query: Query, catalog: Catalog) -> list[int]:
         """Masks such that an expression's estimate may change only if it holds all the relations of

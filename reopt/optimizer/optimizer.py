@@ -11,6 +11,7 @@ same cost, same plan key, under every pruning setting.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Literal
@@ -22,8 +23,9 @@ from ..datalog.engine import BACKENDS
 from .catalog import Catalog
 from .cost import CostModel, CostWeights
 from .deltas import DeltaStats
-from .errors import OptimizerError, StatisticsError
+from .errors import OptimizerError, QueryTooLargeError, StatisticsError
 from .estimate import Estimator, ExprStats
+from .greedy import greedy_join_tree
 from .plan import Plan, PlanNode
 from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
@@ -131,6 +133,10 @@ class OptimizerConfig:
     uncosted while its inputs alone cost more than its entry's best plan, until that best rises to
     them; ``plans_wait=False`` costs every plan over released inputs, for comparison. docs/pruning.md
     has both designs.
+
+    ``beyond_limit`` says what happens to a query with more connected splits than ``max_join_pairs``:
+    ``"refuse"`` (the default) raises ``QueryTooLargeError``; ``"greedy"`` optimizes it over one
+    greedy join order (``greedy.py``), an approximate plan, with a ``UserWarning`` saying so.
     """
 
     weights: CostWeights = field(default_factory=CostWeights)
@@ -144,6 +150,7 @@ class OptimizerConfig:
     max_join_pairs: int | None | Literal["auto"] = "auto"
     goal_bound: bool = True
     plans_wait: bool = True  # under the goal bound only (docs/pruning.md, "Plans that wait")
+    beyond_limit: Literal["refuse", "greedy"] = "refuse"
 
     def __post_init__(self) -> None:
         if self.backend is not None and self.backend not in BACKENDS:
@@ -155,6 +162,8 @@ class OptimizerConfig:
                 isinstance(self.max_join_pairs, bool) or not isinstance(self.max_join_pairs, int)
                 or self.max_join_pairs < 1):
             raise OptimizerError(f"max_join_pairs must be a positive int, None or 'auto', got {self.max_join_pairs!r}")
+        if self.beyond_limit not in ("refuse", "greedy"):
+            raise OptimizerError(f"beyond_limit must be 'refuse' or 'greedy', got {self.beyond_limit!r}")
         if self.goal_bound and self.remembers_costs:
             # The memo-based mechanisms cost an input at its remembered best, which is exact only when
             # every entry's best is derived; under the goal bound, entries costlier than the root are not.
@@ -196,9 +205,28 @@ class Optimizer:
         self.config = config or OptimizerConfig()
         self._check_catalog(catalog)
         self._catalog = catalog.copy()
+        tree = None  # every connected split; a greedy join order's only where the query is over the limit
+        try:
+            query.connected_pairs(self.config.max_join_pairs)
+        except QueryTooLargeError:
+            if self.config.beyond_limit != "greedy":
+                raise
+            tree = greedy_join_tree(query, Estimator(query, self._catalog))
+            warnings.warn(
+                f"the query joins {len(query.aliases)} relations into more than {self.config.max_join_pairs:,} "
+                "connected pairs of sub-expressions (OptimizerConfig.max_join_pairs): its plans are optimized over "
+                "one greedy join order and are approximate, as OptimizerConfig(beyond_limit='greedy') asks",
+                UserWarning, stacklevel=2)
+        self._build(tree)
+
+    def _build(self, tree: list[tuple[int, int]] | None) -> None:
+        """An engine, not yet loaded, over the plan space of every connected split, or of ``tree``'s."""
+        query = self.query
+        self._tree = tree
         # The engine holds every split it asked for (SearchSpace). Only the memo settings ask again,
         # as pruning retracts and re-derives Want, and count parents over the whole space.
-        self.space = PlanSpace(query, self.config.max_join_pairs, memoize=self.config.remembers_costs)
+        self.space = PlanSpace(query, self.config.max_join_pairs if tree is None else None,
+                               memoize=self.config.remembers_costs, pairs=tree)
         self.costs = CostModel(self.config.weights)
         functions = {
             "Fn_split": self.space.split,
@@ -211,12 +239,19 @@ class Optimizer:
         if self.config.remembers_costs:
             functions["Fn_parentcount"] = self.space.parent_count
         self.engine = Engine(optimizer_program(self.config.remembers_costs), functions, backend=self.config.backend)
-        self._subsets = list(query.connected_subsets())
+        self._subsets = list(query.connected_subsets()) if tree is None else sorted(
+            {query.bit(alias) for alias in query.aliases} | {a | b for a, b in tree})
         self._stats: dict[int, ExprStats] = {}
         self._factors: dict[str, float] = {}
         self._versions: dict[int, int] = {}
         self._estimator: Estimator | None = None
         self._loaded = False
+
+    @property
+    def approximate(self) -> bool:
+        """Whether plans are optimized over one greedy join order (``beyond_limit='greedy'`` and a
+        query over the limit), not over every join order."""
+        return self._tree is not None
 
     @classmethod
     def from_sql(cls, sql: str | exp.Expression, catalog: Catalog, config: OptimizerConfig | None = None,
@@ -246,8 +281,12 @@ class Optimizer:
         catalog = delta.apply(self._catalog, self.query)
         touched = delta.leaves_touched(self.query)
         estimator = Estimator(self.query, catalog, self._estimator, touched)
+        if self._tree is not None:
+            tree = greedy_join_tree(self.query, estimator)
+            if tree != self._tree:
+                return self._rebuilt(catalog, tree)
         new_stats = {}
-        for mask in delta.expressions_touched(self.query, self._catalog):
+        for mask in delta.expressions_touched(self.query, self._catalog, among=self._subsets):
             stats = estimator.stats(mask)
             if stats != self._stats[mask]:
                 new_stats[mask] = stats
@@ -271,6 +310,20 @@ class Optimizer:
         self._versions.update(new_versions)
         return self._extract()
 
+    def _rebuilt(self, catalog: Catalog, tree: list[tuple[int, int]]) -> Plan:
+        """The best plan over another greedy join order, optimized afresh: a new order is a new plan
+        space. On failure the optimizer is as it was."""
+        before = dict(vars(self))
+        try:
+            self._catalog = catalog
+            self._build(tree)
+            self._load()
+            return self._extract()
+        except BaseException:
+            vars(self).clear()
+            vars(self).update(before)
+            raise
+
     def costed(self, plan: Plan) -> Plan | None:
         """``plan`` (a plan of this optimizer's query) with its rows and costs estimated under the
         current statistics, added up as the rules add them; None if it is infeasible now (a
@@ -284,8 +337,8 @@ class Optimizer:
             children = [walk(child) for child in node.children]
             if None in children:
                 return None
-            stats = self._stats[node.expr]
-            local = self.costs.local(node.op, stats, *(self._stats[c.expr] for c in children),
+            stats = self._stats_of(node.expr)
+            local = self.costs.local(node.op, stats, *(self._stats_of(c.expr) for c in children),
                                      factor=self._factors[node.op])
             if local is None:
                 return None
@@ -296,6 +349,12 @@ class Optimizer:
 
         root = walk(plan.root)
         return None if root is None else Plan(root, self.query)
+
+    def _stats_of(self, mask: int) -> ExprStats:
+        """An expression's estimate: held for every expression of the plan space, worked out for
+        another (a join order a greedy optimizer does not consider)."""
+        stats = self._stats.get(mask)
+        return stats if stats is not None else self._estimator.stats(mask)
 
     def _bumped_versions(self, changed: list[int], all_changed: bool) -> dict[int, int]:
         """The next version of every expression whose cost inputs changed: the expression's own

@@ -68,13 +68,17 @@ class SpaceSize:
 class PlanSpace:
     """Enumerates alternatives for one query; memoizes splits, as the reference paper does."""
 
-    def __init__(self, query: Query, max_pairs: int | None = None, *, memoize: bool = True):
+    def __init__(self, query: Query, max_pairs: int | None = None, *, memoize: bool = True,
+                 pairs: list[tuple[int, int]] | None = None):
         """``max_pairs`` refuses (``QueryTooLargeError``) a query with more connected splits than
         that, after enumerating at most that many. ``memoize=False`` keeps no split: a caller that
         stores the alternatives itself, as the declarative optimizer's engine does, need not hold
-        them twice (92,369 tuples on JOB 26a)."""
+        them twice (92,369 tuples on JOB 26a). ``pairs`` restricts the space to those splits (one
+        join tree's, see ``greedy.py``) instead of every connected one."""
         self.query = query
-        query.connected_pairs(max_pairs)
+        self._pairs = pairs
+        if pairs is None:
+            query.connected_pairs(max_pairs)
         self._memo: dict[tuple[int, str], list[tuple]] | None = {} if memoize else None
         self._halves: dict[int, list[tuple[int, int, list[tuple[str, str]]]]] = {}
         self._size: SpaceSize | None = None
@@ -120,7 +124,7 @@ class PlanSpace:
         classes, (hash[k], sorted[k]) per class k: made once per pair, not once per split asked for."""
         if not self._halves:
             by_union: dict[int, list[tuple[int, int, list[tuple[str, str]]]]] = {}
-            for a, b in self.query.connected_pairs():
+            for a, b in self.query.connected_pairs() if self._pairs is None else self._pairs:
                 keys = [(hashed(key), sorted_on(key)) for key in self.query.join_keys(a, b)]
                 by_union.setdefault(a | b, []).extend(((a, b, keys), (b, a, keys)))
             for pairs in by_union.values():

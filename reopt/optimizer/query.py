@@ -86,6 +86,7 @@ class Query:
         self._connected: dict[int, bool] = {}
         self._connected_sets: list[int] | None = None
         self._pairs: list[tuple[int, int]] | None = None
+        self._over: int = 0  # a limit the pairs were counted past (0: none), so no count is repeated
         self._needed: dict[str, frozenset[str] | None] = {}  # a query never changes: worked out once
         self._read: dict[str, frozenset[str] | None] = {}
         self._texts: dict[str, object] | None = None
@@ -162,17 +163,18 @@ class Query:
         """Every split of a connected sub-expression into two connected halves, each unordered pair
         once (see ``subgraphs.ccp_pairs``). More than ``limit`` raises ``QueryTooLargeError`` after
         counting at most that many."""
-        if self._pairs is None:
+        if self._pairs is None and (limit is None or limit > self._over):
             try:
                 self._pairs = ccp_pairs(self.adjacency, limit)
             except TooMany:
-                pass
+                self._over = limit or 0
         if self._pairs is None or (limit is not None and len(self._pairs) > limit):
             raise QueryTooLargeError(
                 f"the query joins {len(self.aliases)} relations into more than {limit:,} connected pairs of "
                 "sub-expressions, the configured limit (OptimizerConfig.max_join_pairs); exact optimization "
                 "holds every pair (with the goal bound about 7 KB each to optimize, up to 21 KB to re-optimize; ten "
-                "times that with the memo-based pruning): raise the limit, or pass None, where the memory is there")
+                "times that with the memo-based pruning): raise the limit, or pass None, where the memory is there; "
+                "or ask for an approximate plan over a greedy join order, OptimizerConfig(beyond_limit='greedy')")
         return list(self._pairs)
 
     def _components(self) -> list[int]:

@@ -67,10 +67,11 @@ def _grow(adjacency: list[int], start: int, excluded: int, emit: Callable[[int],
         frontier = _neighbours(adjacency, current) & ~current & ~forbidden
         if not frontier:
             continue
-        grown = list(_nonempty_subsets(frontier))
-        for sub in grown:
+        # one subset at a time, each emitted before it is kept: a frontier of k vertices has 2^k
+        # subsets (a star's hub, 2^29 for 30 relations), and a limit must stop the emitting before
+        # they are all held
+        for sub in _nonempty_subsets(frontier):
             emit(current | sub)
-        for sub in grown:
             stack.append((current | sub, forbidden | frontier))
 
 
