@@ -149,3 +149,15 @@ print(len(plan.query.aliases), "relations planned")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["refused", "30 relations planned"]
+
+
+def test_a_query_of_more_relations_than_native_integers_hold_is_refused_there():
+    from reopt.datalog import nativecore
+    from reopt.optimizer.workloads import generated
+
+    query, catalog = generated("chain", 64, seed=1)  # its whole expression is 2^64 - 1
+    if nativecore.available():
+        with pytest.raises(reopt.QueryTooLargeError, match=r"64 relations; .* at most 63 relations: use "
+                                                          r"OptimizerConfig\(backend='python'\)"):
+            reopt.Optimizer(query, catalog, reopt.OptimizerConfig(backend="native"))
+    assert not reopt.Optimizer(query, catalog, reopt.OptimizerConfig(backend="python")).approximate

@@ -105,6 +105,8 @@ class OptimizerMetrics:
 # about ten times as much a pair (28a optimized with all of it: 2,057 MB, against 227 MB with the goal
 # bound), so its settings get a tenth of the limit.
 DEFAULT_MAX_JOIN_PAIRS = 250_000
+# Expressions are bitmasks of the query's relations, and the native core's integers are signed 64-bit.
+NATIVE_MAX_RELATIONS = 63
 MEMO_MAX_JOIN_PAIRS = 25_000
 
 PRUNING_SETTINGS = {  # (goal, aggregate selection, reference counting, recursive bounding)
@@ -239,6 +241,10 @@ class Optimizer:
         if self.config.remembers_costs:
             functions["Fn_parentcount"] = self.space.parent_count
         self.engine = Engine(optimizer_program(self.config.remembers_costs), functions, backend=self.config.backend)
+        if self.engine.backend == "native" and len(query.aliases) > NATIVE_MAX_RELATIONS:
+            raise QueryTooLargeError(
+                f"the query joins {len(query.aliases)} relations; the native backend holds an expression as a "
+                f"64-bit integer, so at most {NATIVE_MAX_RELATIONS} relations: use OptimizerConfig(backend='python')")
         self._subsets = list(query.connected_subsets()) if tree is None else sorted(
             {query.bit(alias) for alias in query.aliases} | {a | b for a, b in tree})
         self._stats: dict[int, ExprStats] = {}
