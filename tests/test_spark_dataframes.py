@@ -75,6 +75,17 @@ def test_a_join_on_an_inequality_stays_as_spark_planned_it(spark, tables):
         planned.reoptimize(reopt.DeltaStats.table("nation", rows=10))
 
 
+def test_a_query_over_the_plan_space_limit_stays_as_spark_planned_it_and_says_why(spark, tables):
+    df = spark.sql(TPCH["Q5"])
+    planned = plan_frame(df, config=reopt.OptimizerConfig(max_join_pairs=5))
+    assert planned.frame is df and planned.plan is None
+    assert "more than 5 connected pairs" in planned.reason
+    with pytest.warns(UserWarning, match="approximate"):
+        approximated = plan_frame(df, config=reopt.OptimizerConfig(max_join_pairs=5, beyond_limit="greedy"))
+    assert approximated.optimizer.approximate
+    assert rows(approximated.frame) == rows(df)
+
+
 def test_reoptimizing_a_planned_frame_follows_the_new_statistics(spark, tables):
     planned = plan_frame(spark.sql(TPCH["Q5"]))
     before = rows(planned.frame)

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
+from ..optimizer.errors import QueryTooLargeError
 from ..optimizer.optimizer import Optimizer, OptimizerConfig
 from ..optimizer.plan import Plan
 from .catalyst import JoinRegion, NotPlannable, key_column, read_join_region, rebuild
@@ -91,7 +92,13 @@ def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerC
     spark = df.sparkSession
     if config is None:
         config = OptimizerConfig(weights=session_weights(spark))
-    optimizer = Optimizer(region.query, catalog or region_catalog(spark, region), config)
+    try:
+        if config.beyond_limit == "refuse":
+            region.query.connected_pairs(config.max_join_pairs)  # before any job measures the inputs
+        optimizer = Optimizer(region.query, catalog or region_catalog(spark, region), config)
+    except QueryTooLargeError as exc:
+        log.info("reopt leaves the DataFrame as Spark planned it: %s", exc)
+        return PlannedFrame(df, reason=str(exc))
     plan = optimizer.optimize()
     return PlannedFrame(_planned(region, plan), plan, optimizer, region)
 
