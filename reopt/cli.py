@@ -19,6 +19,7 @@ import random
 import statistics
 import sys
 import time
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from rich.table import Table
 
 from . import __version__
 from .datalog import DatalogError, Engine, Program
-from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError
+from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError, QueryTooLargeError
 from .optimizer.optimizer import PRUNING_SETTINGS
 
 EXAMPLES = resources.files("reopt") / "rules" / "examples"
@@ -182,7 +183,15 @@ def _explain(args: argparse.Namespace) -> int:
     sql = _read_text(args.query, "query file")
     catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
     start = time.perf_counter()
-    plan = Optimizer.from_sql(sql, catalog, dialect=args.dialect).optimize()
+    config = OptimizerConfig(beyond_limit=args.beyond_limit)
+    with warnings.catch_warnings(record=True) as approximations:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            plan = Optimizer.from_sql(sql, catalog, config, dialect=args.dialect).optimize()
+        except QueryTooLargeError as exc:
+            raise QueryTooLargeError(f"{exc}; here: reopt explain --beyond-limit greedy") from None
+    for warning in approximations:
+        print(f"warning: {warning.message}", file=sys.stderr)
     elapsed = time.perf_counter() - start
     if args.format == "json":
         print(json.dumps(plan.to_dict(), indent=2))
@@ -221,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="use TPC-H statistics at this scale factor (default 1)")
     source.add_argument("--stats", metavar="FILE.json", help="use statistics from a JSON file")
     explain.add_argument("--dialect", help="the SQL dialect, as sqlglot names it (e.g. spark; default: generic)")
+    explain.add_argument("--beyond-limit", choices=("refuse", "greedy"), default="refuse",
+                         help="a query over the plan-space limit: refuse it (default) or plan it approximately over "
+                              "one greedy join order")
     explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
                          help="text (default), json (Plan.to_dict) or dot (Graphviz: reopt explain ... | dot -Tpng)")
     explain.set_defaults(handler=_explain)

@@ -57,6 +57,32 @@ def test_eval_reads_facts_from_standard_input_given_a_dash(monkeypatch, capsys):
     assert capsys.readouterr().out.split() == ["path(1,", "2)"]
 
 
+def clique_query(tmp_path, n):
+    """A query joining n tables on one key, every pair of them: 12 are over the default limit."""
+    stats = tmp_path / "stats.json"
+    stats.write_text(json.dumps({"tables": {f"t{i}": {"rows": 1000 * (i + 1), "columns": {"id": {"ndv": 500}}}
+                                            for i in range(n)}}))
+    query = tmp_path / "q.sql"
+    pairs = [f"t{i}.id = t{j}.id" for i in range(n) for j in range(i + 1, n)]
+    query.write_text(f"select * from {', '.join(f't{i}' for i in range(n))} where {' and '.join(pairs)}")
+    return str(query), str(stats)
+
+
+def test_explain_refuses_a_query_over_the_limit_and_names_the_way_to_plan_it(tmp_path, capsys):
+    query, stats = clique_query(tmp_path, 12)
+    assert main(["explain", query, "--stats", stats]) == 2
+    err = capsys.readouterr().err
+    assert "more than 250,000 connected pairs" in err and err.rstrip().endswith("reopt explain --beyond-limit greedy")
+
+
+def test_explain_plans_a_query_over_the_limit_approximately_when_asked_and_says_so(tmp_path, capsys):
+    query, stats = clique_query(tmp_path, 12)
+    assert main(["explain", query, "--stats", stats, "--beyond-limit", "greedy"]) == 0
+    out, err = capsys.readouterr()
+    assert "join order: " in out
+    assert err.startswith("warning: the query joins 12 relations") and "approximate" in err
+
+
 def test_eval_prints_derived_rows(tmp_path, capsys):
     facts = tmp_path / "facts.json"
     facts.write_text(json.dumps({"edge": [[1, 2], [2, 3]]}))
