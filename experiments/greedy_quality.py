@@ -5,9 +5,10 @@ Benchmark.
 order chosen greedily (``reopt/optimizer/greedy.py``). This script forces that on every JOB query up
 to ``--max-relations`` (a limit of one pair puts every query over it) and compares each plan's
 estimated cost with the exact optimum's, and the times of both (median of ``--repeat``, each
-optimizer built afresh). It prints the cost ratio by size class and writes the rows as CSV.
+optimizer built afresh). It prints the cost ratio by size class, writes the rows as CSV, and plots
+the cost ratio and both times against the number of relations (``--png``).
 
-    .venv/bin/python experiments/greedy_quality.py [--max-relations 12] [--repeat 3] [--csv F]
+    .venv/bin/python experiments/greedy_quality.py [--max-relations 12] [--repeat 3] [--csv F] [--png F]
 """
 
 from __future__ import annotations
@@ -27,11 +28,38 @@ GREEDY = reopt.OptimizerConfig(max_join_pairs=1, beyond_limit="greedy")
 CLASSES = ((4, 6), (7, 9), (10, 12), (13, 17))
 
 
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (cost, time) = plt.subplots(1, 2, figsize=(11, 4.5))
+    sizes = [r["relations"] for r in rows]
+    cost.scatter(sizes, [r["ratio"] for r in rows], s=14, alpha=0.6)
+    cost.axhline(1.0, color="grey", linewidth=0.8)
+    cost.set_xlabel("relations")
+    cost.set_ylabel("greedy plan's cost / optimal plan's cost")
+    cost.set_title("how approximate (1: the optimum)")
+    for key, label in (("exact_s", "exact (the default)"), ("greedy_s", "greedy join order")):
+        time.scatter(sizes, [r[key] * 1e3 for r in rows], s=14, alpha=0.6, label=label)
+    time.set_yscale("log")
+    time.set_xlabel("relations")
+    time.set_ylabel("optimize() ms (log scale)")
+    time.set_title("how fast")
+    time.legend()
+    fig.suptitle("JOB queries optimized over one greedy join order against exact optimization")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-relations", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--csv", help="write one row per query to this file")
+    parser.add_argument("--png", help="plot the cost ratios and times to this file")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)  # the greedy optimizer says it approximates, every time
     catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
@@ -62,6 +90,8 @@ def main() -> None:
               f"{statistics.median(ratios):>18.3f} {ratios[int(0.9 * (len(ratios) - 1))]:>8.3f} {ratios[-1]:>8.2f} "
               f"{statistics.median(r['greedy_s'] for r in group) * 1e3:>10.1f} "
               f"{statistics.median(r['exact_s'] for r in group) * 1e3:>10.1f}")
+    if args.png:
+        plot(rows, args.png)
     if args.csv:
         with open(args.csv, "w", newline="") as out:
             writer = csv.DictWriter(out, fieldnames=list(rows[0]))
