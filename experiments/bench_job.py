@@ -175,6 +175,8 @@ def _median(values: list[float]) -> str:
 
 
 def summary(results: list[dict], optimizers: list[str]) -> list[str]:
+    """The table by size class, with rows over all queries and over those of 10 or more relations,
+    then the issue's targets read off the same results."""
     by = {(r["query"], r["optimizer"]): r for r in results}
     queries = sorted({r["query"] for r in results})
     size = {r["query"]: r["relations"] for r in results}
@@ -182,7 +184,8 @@ def summary(results: list[dict], optimizers: list[str]) -> list[str]:
              + " | re-opt default s | re-opt vs full top-down (median, worst) "
              + "| re-opt vs own optimize (join changes; table change) | peak MB default |",
              "| --- " * (6 + len(optimizers)) + "|"]
-    for low, high in CLASSES:
+    groups = [(f"{low}-{high}", low, high) for low, high in CLASSES] + [("all", 0, 99), ("10+", 10, 99)]
+    for label, low, high in groups:
         members = [q for q in queries if low <= size.get(q, 0) <= high]
         if not members:
             continue
@@ -205,8 +208,38 @@ def summary(results: list[dict], optimizers: list[str]) -> list[str]:
         ratio = f"{statistics.median(ratios):.2f}x, {min(ratios):.2f}x" if ratios else "-"
         peak = f"{max(peaks):.0f}" if peaks else "-"
         own_cell = "; ".join(f"{statistics.median(v):.2f}x" if v else "-" for v in (own[False], own[True]))
-        lines.append(f"| {low}-{high} | {len(members)} | " + " | ".join(cells)
+        lines.append(f"| {label} | {len(members)} | " + " | ".join(cells)
                      + f" | {_median(reopt_times)} | {ratio} | {own_cell} | {peak} |")
+    return lines + targets(by, queries, size)
+
+
+def targets(by: dict, queries: list[str], size: dict[str, int]) -> list[str]:
+    """Issue 15's targets: every query optimized by the default within the limits, the median
+    initial optimization, and re-optimization after a join's change against a full top-down one."""
+    default = [by[q, "default"] for q in queries if (q, "default") in by]
+    optimized = [r for r in default if r.get("initial_ok")]
+    lines = []
+    if optimized:
+        slowest = max(optimized, key=lambda r: r["optimize_s"])
+        largest = max((r for r in default if "peak_mb" in r), key=lambda r: r["peak_mb"], default=None)
+        lines.append(f"default: {len(optimized)} of {len(default)} optimized; median {_median([r['optimize_s'] for r in optimized])} s; "
+                     f"slowest {slowest['query']} {slowest['optimize_s']:.1f} s"
+                     + (f"; largest peak {largest['query']} {largest['peak_mb']:.0f} MB" if largest else ""))
+    for label, low in (("all queries", 0), ("10 or more relations", 10)):
+        ratios, times = [], []
+        for q in queries:
+            if size[q] < low:
+                continue
+            d, t = by.get((q, "default"), {}), by.get((q, "topdown"), {})
+            for change in ("join x8", "join x1/8"):
+                if f"{change}_s" in d:
+                    times.append(d[f"{change}_s"])
+                    if f"{change}_s" in t:
+                        ratios.append(t[f"{change}_s"] / max(d[f"{change}_s"], 1e-6))
+        if ratios:
+            lines.append(f"after a join's change, {label}: re-opt {statistics.median(ratios):.2f}x a full top-down "
+                         f"at the median over {len(ratios)} (target 30x), in {_median(times)} s (target 0.05 s "
+                         "at 10 or more relations)")
     return lines
 
 
