@@ -104,6 +104,15 @@ def test_reoptimizing_an_approximate_plan_equals_approximating_afresh(shape, n, 
         assert optimizer.approximate == fresh.approximate
 
 
+def test_an_approximate_optimizer_costs_a_plan_over_another_join_order_as_exact_optimization_does():
+    query, catalog = generated("clique", 7, seed=2)
+    optimizer = approximate(query, catalog)
+    optimizer.optimize()
+    exact = reopt.Optimizer(query, catalog, reopt.OptimizerConfig(max_join_pairs=None)).optimize()
+    assert joins_of(exact.root) != joins_of(optimizer.optimize().root)
+    assert optimizer.costed(exact) == exact
+
+
 def test_a_refused_delta_leaves_an_approximate_optimizer_as_it_was():
     query, catalog = generated("clique", 6, seed=2)
     optimizer = approximate(query, catalog)
