@@ -1,4 +1,4 @@
-"""Test helpers: from-scratch evaluation and the pyDatalog oracle."""
+"""Test helpers: from-scratch evaluation, failure injection and the pyDatalog oracle."""
 
 from __future__ import annotations
 
@@ -14,6 +14,26 @@ def from_scratch(engine: Engine, functions=None) -> dict[str, set]:
             fresh.insert(name, rows)
     fresh.run()
     return {name: fresh.rows(name) for name in engine.program.derived}
+
+
+class InjectedFailure:
+    """``Fn_ok(w)``, a check put into a paths program's cost (``checked``) that raises once armed,
+    for every weight or only for ``weight``: to fail a run partway and see what it rolls back."""
+
+    def __init__(self, weight=None):
+        self.armed = False
+        self.weight = weight
+
+    def __call__(self, w):
+        if self.armed and self.weight in (None, w):
+            raise RuntimeError("injected")
+        return True
+
+    @staticmethod
+    def checked(text: str) -> str:
+        """``text`` (a paths program whose cost is ``c = b + w``) with the check in that rule."""
+        return text.replace("c = b + w.", "c = b + w, Fn_ok(w).").replace(
+            ".input src", ".function Fn_ok(w) -> ().\n.input src")
 
 
 def derived_rows(engine: Engine) -> dict[str, set]:

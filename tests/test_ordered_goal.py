@@ -4,6 +4,8 @@ import pytest
 
 from reopt.datalog import Engine, EvaluationError, Program, ProgramError
 
+from .helpers import InjectedFailure
+
 pytestmark = pytest.mark.usefixtures("backend")
 
 PATHS = """
@@ -99,21 +101,14 @@ def test_values_that_fall_along_a_derivation_fail_the_run_and_change_nothing():
 
 
 def test_a_failed_run_restores_what_was_held():
-    calls = {"fail": False}
-
-    def check(w):
-        if calls["fail"]:
-            raise RuntimeError("injected")
-        return True
-
-    text = PATHS.replace("c = b + w.", "c = b + w, Fn_ok(w).").replace(".input src", ".function Fn_ok(w) -> ().\n.input src")
-    engine = paths(functions={"Fn_ok": check}, text=text)
-    calls["fail"] = True
+    check = InjectedFailure()
+    engine = paths(functions={"Fn_ok": check}, text=InjectedFailure.checked(PATHS))
+    check.armed = True
     engine.delete("e", [(1, 2, 1)])
     with pytest.raises(EvaluationError, match="injected"):
         engine.run()
     engine.discard_pending()
-    calls["fail"] = False
+    check.armed = False
     engine.delete("e", [(1, 2, 1)])
     engine.run()
     assert engine.rows("best") == {(0, 0), (1, 1), (2, 5), (4, 3), (5, 4)}

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from reopt.datalog import Engine, EvaluationError, ParseError, Program, ProgramError
 
 from .conftest import EXAMPLES, needs_backend
+from .helpers import InjectedFailure
 from .test_engine_semantics import ORDERED_PATHS as PLAIN
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -75,25 +76,18 @@ def test_a_bound_above_the_derived_value_fails_the_run_and_changes_nothing():
 
 
 def test_a_failed_run_restores_what_waits():
-    calls = {"fail": False}
-
-    def check(w):
-        if calls["fail"] and w == 5:
-            raise RuntimeError("injected")
-        return True
-
-    text = WAITING.replace("c = b + w.", "c = b + w, Fn_ok(w).").replace(".input src", ".function Fn_ok(w) -> ().\n.input src")
-    engine = Engine(Program.parse(text + ".ordered best.\n", "paths.dl"), {"Fn_ok": check})
+    check = InjectedFailure(weight=5)
+    engine = Engine(Program.parse(InjectedFailure.checked(WAITING) + ".ordered best.\n", "paths.dl"), {"Fn_ok": check})
     engine.insert("src", [(0,)])
     engine.insert("e", EDGES)
     engine.run()
-    calls["fail"] = True
+    check.armed = True
     engine.delete("e", [(0, 3, 3)])  # node 3 loses its candidate: the waiting edge 1-3 is made, and fails
     with pytest.raises(EvaluationError, match="injected"):
         engine.run()
     assert engine.rows("best") == {(0, 0), (1, 1), (3, 3), (4, 4)}
     engine.discard_pending()
-    calls["fail"] = False
+    check.armed = False
     engine.delete("e", [(0, 3, 3)])
     engine.run()
     assert engine.rows("best") == {(0, 0), (1, 1), (3, 6), (4, 7)}
