@@ -42,7 +42,7 @@ from reopt.baselines.common import group_order
 from reopt.optimizer.plan_space import ANY
 
 JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
-RULES = ("none", "goal", "scans", "oracle")
+RULES = ("none", "goal", "scans", "joins", "oracle")
 TOLERANCE = 1e-9  # relative: costs summed in another order may differ in the last bits
 
 
@@ -70,10 +70,17 @@ def released(optimizer: IncrementalTopDownOptimizer, rule: str) -> set:
         return set(best)
     if rule == "goal":
         return {g for g, c in best.items() if c <= limit}
-    if rule == "scans":
+    if rule in ("scans", "joins"):
         scans = {g[0]: c for g, c in best.items() if g[1] == ANY and g[0].bit_count() == 1}
-        return {g for g, c in best.items()
-                if c + 0.999 * sum(s for leaf, s in scans.items() if not leaf & g[0]) <= limit}
+        h = {g: sum(s for leaf, s in scans.items() if not leaf & g[0]) for g in best}
+        if rule == "joins":
+            w, stats, full = optimizer.costs.w, optimizer.stats, optimizer.query.full
+            per_input = min(w.probe_row, w.build_row, w.merge_row)
+            for g in best:
+                if g[0] != full:
+                    h[g] += per_input * (stats[g[0]].rows + sum(
+                        stats[leaf].rows for leaf in scans if not leaf & g[0])) + w.row_out * stats[full].rows
+        return {g for g, c in best.items() if c + 0.999 * h[g] <= limit}
     outside = outside_costs(optimizer, best, root)
     return {g for g, c in best.items() if g in outside and c + outside[g] <= limit}
 

@@ -134,6 +134,7 @@ pub struct Stratum {
     pub rules: Vec<Rule>,
     pub ordered: Vec<usize>, // .ordered min aggregates, whose group changes are held and released in value order
     pub goals: Vec<(usize, usize)>, // (.ordered aggregate, the relation listing its goal groups)
+    pub offsets: Vec<(usize, usize)>, // (.ordered aggregate, its heuristic: `up to ... plus h`)
 }
 
 /// What the front end compiled, as the core reads it: relations, strata, and the strings their
@@ -199,6 +200,7 @@ impl Reader<'_> {
         let inputs: Vec<usize> = t.get_item(2)?.extract()?;
         let ordered: Vec<usize> = t.get_item(4)?.extract()?;
         let goals: Vec<(usize, usize)> = t.get_item(5)?.extract()?;
+        let offsets: Vec<(usize, usize)> = t.get_item(6)?.extract()?;
         let mut rules = Vec::new();
         for rule in t.get_item(3)?.try_iter()? {
             let rule = rule?;
@@ -225,7 +227,7 @@ impl Reader<'_> {
             };
             rules.push(Rule { id, head, plans, seed, deferral });
         }
-        Ok(Stratum { relations, dred: method == "dred", inputs, rules, ordered, goals })
+        Ok(Stratum { relations, dred: method == "dred", inputs, rules, ordered, goals, offsets })
     }
 
     fn plan(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Plan> {

@@ -220,54 +220,7 @@ fn python_float_mod(x: f64, y: f64) -> f64 {
 /// `a op b` for `+ - * / %`, with Python's types and results.
 pub fn arithmetic(op: u8, a: Value, b: Value, strings: &mut Interner) -> Result<Value, ValueError> {
     match (a.num(), b.num()) {
-        (Some(Num::I(x)), Some(Num::I(y))) => match op {
-            b'+' => x.checked_add(y).map(Value::Int).ok_or_else(overflow),
-            b'-' => x.checked_sub(y).map(Value::Int).ok_or_else(overflow),
-            b'*' => x.checked_mul(y).map(Value::Int).ok_or_else(overflow),
-            b'/' => {
-                if y == 0 {
-                    Err(ValueError::new("ZeroDivisionError", "division by zero"))
-                } else {
-                    Ok(Value::Float(x as f64 / y as f64))
-                }
-            }
-            _ => {
-                if y == 0 {
-                    return Err(ValueError::new("ZeroDivisionError", "integer modulo by zero"));
-                }
-                let r = x.checked_rem(y).ok_or_else(overflow)?;
-                Ok(Value::Int(if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }))
-            }
-        },
-        (Some(p), Some(q)) => {
-            let x = match p {
-                Num::I(i) => i as f64,
-                Num::F(f) => f,
-            };
-            let y = match q {
-                Num::I(i) => i as f64,
-                Num::F(f) => f,
-            };
-            match op {
-                b'+' => Ok(Value::Float(x + y)),
-                b'-' => Ok(Value::Float(x - y)),
-                b'*' => Ok(Value::Float(x * y)),
-                b'/' => {
-                    if y == 0.0 {
-                        Err(ValueError::new("ZeroDivisionError", "float division by zero"))
-                    } else {
-                        Ok(Value::Float(x / y))
-                    }
-                }
-                _ => {
-                    if y == 0.0 {
-                        Err(ValueError::new("ZeroDivisionError", "float modulo by zero"))
-                    } else {
-                        Ok(Value::Float(python_float_mod(x, y)))
-                    }
-                }
-            }
-        }
+        (Some(p), Some(q)) => numeric(op, p, q),
         _ => match (op, a, b) {
             (b'+', Value::Str(x), Value::Str(y)) => {
                 let joined = format!("{}{}", strings.get(x), strings.get(y));
@@ -408,6 +361,66 @@ pub fn fsum(values: impl IntoIterator<Item = f64>) -> Result<f64, ValueError> {
         }
     }
     Ok(hi)
+}
+
+/// Python's arithmetic on two numbers: ints stay ints (overflow is an error, as the core holds
+/// 64-bit ints), anything with a float is a float.
+fn numeric(op: u8, p: Num, q: Num) -> Result<Value, ValueError> {
+    match (p, q) {
+        (Num::I(x), Num::I(y)) => match op {
+            b'+' => x.checked_add(y).map(Value::Int).ok_or_else(overflow),
+            b'-' => x.checked_sub(y).map(Value::Int).ok_or_else(overflow),
+            b'*' => x.checked_mul(y).map(Value::Int).ok_or_else(overflow),
+            b'/' => {
+                if y == 0 {
+                    Err(ValueError::new("ZeroDivisionError", "division by zero"))
+                } else {
+                    Ok(Value::Float(x as f64 / y as f64))
+                }
+            }
+            _ => {
+                if y == 0 {
+                    return Err(ValueError::new("ZeroDivisionError", "integer modulo by zero"));
+                }
+                let r = x.checked_rem(y).ok_or_else(overflow)?;
+                Ok(Value::Int(if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }))
+            }
+        },
+        (p, q) => {
+            let x = match p {
+                Num::I(i) => i as f64,
+                Num::F(f) => f,
+            };
+            let y = match q {
+                Num::I(i) => i as f64,
+                Num::F(f) => f,
+            };
+            match op {
+                b'+' => Ok(Value::Float(x + y)),
+                b'-' => Ok(Value::Float(x - y)),
+                b'*' => Ok(Value::Float(x * y)),
+                b'/' => {
+                    if y == 0.0 {
+                        Err(ValueError::new("ZeroDivisionError", "float division by zero"))
+                    } else {
+                        Ok(Value::Float(x / y))
+                    }
+                }
+                _ => {
+                    if y == 0.0 {
+                        Err(ValueError::new("ZeroDivisionError", "float modulo by zero"))
+                    } else {
+                        Ok(Value::Float(python_float_mod(x, y)))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `a + b` for two numbers as Python adds them; None where either is not a number.
+pub fn add_numbers(a: Value, b: Value) -> Option<Result<Value, ValueError>> {
+    Some(numeric(b'+', a.num()?, b.num()?))
 }
 
 #[cfg(test)]

@@ -70,6 +70,7 @@ def compiled_program(program: Program) -> tuple:
             tuple(compiled_rules),
             tuple(sorted(ids[r] for r in stratum.ordered)),
             tuple(sorted((ids[r], ids[g]) for r, g in stratum.goals.items())),
+            tuple(sorted((ids[r], ids[h]) for r, h in stratum.offsets.items())),
         ))
     return tuple(names), relations, tuple(functions), tuple(strata), rules
 

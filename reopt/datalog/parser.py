@@ -37,7 +37,7 @@ input_decl: ".input" NAME "(" [names] ")" "."
 rel_decl: ".decl" NAME "(" [names] ")" "."
 function_decl: ".function" NAME "(" [names] ")" "->" "(" [names] ")" "."
 acyclic_decl: ".acyclic" names "."
-ordered_decl: ".ordered" names [UP_TO NAME] "."
+ordered_decl: ".ordered" names [UP_TO NAME [PLUS NAME]] "."
 memo_decl: ".memo" NAME "(" names "|" names ")" "from" NAME "."
 names: NAME ("," NAME)*
 
@@ -66,6 +66,7 @@ comparison: expr COMPARE expr
         | "(" expr ")"
 
 UP_TO: /up\s+to\b/
+PLUS: /plus\b/
 UNTIL.2: /until\b/
 WILDCARD: "_"
 COMPARE: "<=" | ">=" | "!=" | "<" | ">" | "="
@@ -124,8 +125,9 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def ordered_decl(self, meta, items):
-        names, _up_to, goal = items
-        return OrderedDecl(names, self._loc(meta), None if goal is None else str(goal))
+        names, _up_to, goal, _plus, plus = items
+        return OrderedDecl(names, self._loc(meta), None if goal is None else str(goal),
+                           None if plus is None else str(plus))
 
     @v_args(meta=True)
     def memo_decl(self, meta, items):
@@ -269,4 +271,4 @@ def _terminal(name: str) -> str:
     if isinstance(pattern, lark.lexer.PatternStr):
         return repr(pattern.value)
     return {"NAME": "a name", "NUMBER": "a number", "STRING": "a string", "VAR": "a variable",
-            "UP_TO": "'up to'", "UNTIL": "'until'"}.get(name, name.lower())
+            "UP_TO": "'up to'", "UNTIL": "'until'", "PLUS": "'plus'"}.get(name, name.lower())

@@ -90,6 +90,7 @@ class Stratum:
     inputs: frozenset[str] = field(default_factory=frozenset)  # relations read from lower strata
     ordered: frozenset[str] = field(default_factory=frozenset)  # its .ordered aggregates
     goals: dict[str, str] = field(default_factory=dict)  # .ordered aggregate -> the relation naming its goals
+    offsets: dict[str, str] = field(default_factory=dict)  # .ordered aggregate -> its heuristic (``plus``)
 
 
 class Program:
@@ -123,7 +124,7 @@ class Program:
             self._check_memo(memo)
         for rule in self.rules:
             self._check_body(rule)
-        self.aliases = self._find_aliases({decl.goal for decl in ordered if decl.goal is not None})
+        self.aliases = self._find_aliases({name for decl in ordered for name in (decl.goal, decl.plus) if name is not None})
         for name, source in self.aliases.items():
             self.relations[name].alias_of = source
         self.strata = self._stratify(acyclic)
@@ -299,21 +300,21 @@ class Program:
 
     # -- aliases -------------------------------------------------------------------------------
 
-    def _find_aliases(self, goals: set[str]) -> dict[str, str]:
+    def _find_aliases(self, kept: set[str]) -> dict[str, str]:
         """Relations whose only rule copies a derived relation's rows unchanged, as in
         ``R(x, y) :- S(x, y).``, mapped to the relation that holds those rows.
 
         Rules read S wherever they read R, so R holds nothing and no derivation is computed for it: a
         program can name a stage (``Alive`` below) that one module defines by pruning and another by
         copying, at no cost where it copies. The rows, counts and deltas of R are S's, exactly what
-        evaluating the copy would give. Memo sources and goals keep their own rows."""
+        evaluating the copy would give. Memo sources, goals and heuristics keep their own rows."""
         memo_sources = {info.memo_of for info in self.relations.values() if info.memo_of is not None}
         by_head: dict[str, list[Rule]] = {}
         for rule in self.rules:
             by_head.setdefault(rule.head.name, []).append(rule)
         copies: dict[str, str] = {}
         for name, rules in by_head.items():
-            if len(rules) != 1 or name in memo_sources or name in goals or len(rules[0].body) != 1:
+            if len(rules) != 1 or name in memo_sources or name in kept or len(rules[0].body) != 1:
                 continue
             head, atom = rules[0].head, rules[0].body[0]
             if not isinstance(atom, Atom) or atom.negated or atom.name == name \
@@ -402,6 +403,10 @@ class Program:
             stratum.ordered = stratum.ordered | {name}
             if decl.goal is not None:
                 stratum.goals[name] = self._goal(decl, info, stratum)
+            if decl.plus is not None:
+                stratum.offsets[name] = self._offset(decl, info, stratum)
+                # its changes re-order what is held, so they reach the stratum like any input's
+                stratum.inputs = stratum.inputs | {decl.plus}
 
     def _goal(self, decl: OrderedDecl, info: RelationInfo, stratum: Stratum) -> str:
         """Check ``.ordered name up to goal``: the goals must be known before the release they stop,
@@ -409,19 +414,32 @@ class Program:
         if len(decl.names) != 1:
             raise ProgramError(".ordered ... up to names one aggregate (its goal's rows are that aggregate's "
                                "groups)", decl.location)
-        goal = self.relations.get(decl.goal)
-        if goal is None:
-            raise ProgramError(f".ordered {info.name} up to '{decl.goal}': no such relation", decl.location)
-        if goal.arity != info.arity - 1:
+        return self._settled_first(decl, info, stratum, f"up to {decl.goal}", decl.goal, info.arity - 1,
+                                   "the goal's rows must be groups of")
+
+    def _offset(self, decl: OrderedDecl, info: RelationInfo, stratum: Stratum) -> str:
+        """Check ``.ordered name up to goal plus h``: like the goal, ``h`` is known before the release
+        it orders, and its rows are groups of ``name`` with a number."""
+        return self._settled_first(decl, info, stratum, f"up to {decl.goal} plus {decl.plus}", decl.plus,
+                                   info.arity, "its rows must be groups with a value of")
+
+    def _settled_first(self, decl: OrderedDecl, info: RelationInfo, stratum: Stratum, clause: str, name: str,
+                       arity: int, rows: str) -> str:
+        """``name``, checked to exist with ``arity`` columns and to be settled before ``stratum`` runs
+        (an input, a memo or a lower stratum)."""
+        relation = self.relations.get(name)
+        if relation is None:
+            raise ProgramError(f".ordered {info.name} {clause}: '{name}' is no such relation", decl.location)
+        if relation.arity != arity:
             raise ProgramError(
-                f".ordered {info.name} up to {goal.name}: the goal's rows must be groups of {info.name}, "
-                f"with {info.arity - 1} columns, but {goal.name} has {goal.arity}", decl.location)
+                f".ordered {info.name} {clause}: {rows} {info.name}, with {arity} columns, but {name} has "
+                f"{relation.arity}", decl.location)
         below = self.strata[:self.strata.index(stratum)]
-        if not (goal.is_base or any(goal.name in s.relations for s in below)):
+        if not (relation.is_base or any(name in s.relations for s in below)):
             raise ProgramError(
-                f".ordered {info.name} up to {goal.name}: the goal must be computed before {info.name}'s "
-                "recursion (an input, a memo or a lower stratum)", decl.location)
-        return goal.name
+                f".ordered {info.name} {clause}: {name} must be computed before {info.name}'s recursion (an "
+                "input, a memo or a lower stratum)", decl.location)
+        return name
 
     def _check_negation(self, members, rules, method) -> None:
         for rule in rules:

@@ -25,6 +25,9 @@ from .stats import Stats
 from .storage import AggregateState, Journal, OverlayView, Relation, Row, set_count
 
 _MISSING = object()
+# How far (relative) a release key summed with a heuristic may fall below the last one released
+# before it counts as a fall along a derivation: sums of floats round (see _Held.check_candidate)
+ROUNDING = 1e-12
 
 
 class _Change:
@@ -298,44 +301,101 @@ class _Held:
         self.wakes: dict[str, list] = {name: [] for name in stratum.ordered}
         self.frontier: dict[str, Any] = {}
         self.sequence = 0
+        # ``plus h``: each held group's key in the release order (its minimum plus its heuristic),
+        # and the least bound waiting on each group, to re-key both when the heuristic changes
+        self.offsets = dict(stratum.offsets)
+        self.keys: dict[str, dict[tuple, Any]] = {name: {} for name in stratum.ordered}
+        self.wake_bounds: dict[str, dict[tuple, Any]] = {name: {} for name in self.offsets}
 
     def snapshot(self) -> tuple:
         return ({n: list(h) for n, h in self.heaps.items()}, {n: dict(p) for n, p in self.pending.items()},
                 {n: set(v) for n, v in self.vanished.items()}, {n: list(w) for n, w in self.wakes.items()},
-                self.sequence)
+                self.sequence, {n: dict(k) for n, k in self.keys.items()},
+                {n: dict(b) for n, b in self.wake_bounds.items()})
 
     def restore(self, snapshot: tuple) -> None:
-        self.heaps, self.pending, self.vanished, self.wakes, self.sequence = snapshot
+        self.heaps, self.pending, self.vanished, self.wakes, self.sequence, self.keys, self.wake_bounds = snapshot
+
+    def key(self, name: str, group: tuple, value: Any) -> Any:
+        """Where ``value`` of ``group`` comes in the release order: the value itself, or with ``plus h``
+        the value plus h's least value for the group (0 if it has none)."""
+        heuristic = self.offsets.get(name)
+        if heuristic is None:
+            return value
+        relation = self.core._relations[heuristic]
+        rows = relation.ensure_index(tuple(range(relation.arity - 1))).get(group, ())
+        offset = min((row[-1] for row in rows), default=0)
+        try:
+            return value + offset
+        except TypeError:
+            raise EvaluationError(
+                f"'.ordered {name} up to {self.goals[name]} plus {heuristic}' adds {heuristic}'s {offset!r} to "
+                f"{name}'s {value!r} for group {group!r}: both must be numbers") from None
 
     def wake_at(self, name: str, group: tuple, bound: Any) -> None:
-        heapq.heappush(self.wakes[name], (bound, self.sequence, group))
+        heapq.heappush(self.wakes[name], (self.key(name, group, bound), self.sequence, group))
         self.sequence += 1
+        bounds = self.wake_bounds.get(name)
+        if bounds is not None and not bounds.get(group, bound) < bound:
+            bounds[group] = bound
 
     def check_candidate(self, name: str, group: tuple, value: Any) -> None:
         frontier = self.frontier.get(name, _MISSING)
-        if frontier is not _MISSING and self.core._aggregates[name].improves(value, frontier):
-            raise EvaluationError(
-                f"'.ordered {name} up to {self.goals[name]}' needs values that never fall along derivations, but "
-                f"group {group!r} received {value!r} after groups up to {frontier!r} were released")
+        if frontier is _MISSING:
+            return
+        key = self.key(name, group, value)
+        if not self.core._aggregates[name].improves(key, frontier):
+            return
+        # a heuristic's sums round: a fall within rounding is an order off by an ulp, which the
+        # release corrects (the group is hidden and released again), not a fall along a derivation
+        if name in self.offsets and frontier - key <= ROUNDING * abs(frontier):
+            return
+        plus = f" plus {self.offsets[name]}" if name in self.offsets else ""
+        raise EvaluationError(
+            f"'.ordered {name} up to {self.goals[name]}{plus}' needs values that never fall along derivations, "
+            f"but group {group!r} received {value!r} (release key {key!r}) after keys up to {frontier!r} were "
+            "released")
 
     def hold(self, name: str, group: tuple) -> None:
         best = self.core._aggregates[name].best(group)
-        pending = self.pending[name]
+        pending, keys = self.pending[name], self.keys[name]
         if best is None:
             pending.pop(group, None)
+            keys.pop(group, None)
             # A group ordered up to a goal was hidden when it changed, so only the others have a
             # vanished minimum left to release.
             if name not in self.goals:
                 self.vanished[name].add(group)
             return
-        if pending.get(group, _MISSING) == best:
+        key = self.key(name, group, best)
+        if pending.get(group, _MISSING) == best and keys.get(group, _MISSING) == key:
             return
         pending[group] = best
-        heap = self.heaps[name]
-        heapq.heappush(heap, (best, self.sequence, group))
+        self._push(name, group, key)
+
+    def reorder(self, changes: dict[str, "_Change"]) -> None:
+        """Re-key the held groups, and the wakes waiting on groups, whose heuristic changed."""
+        for name, heuristic in self.offsets.items():
+            change = changes.get(heuristic)
+            if not change:
+                continue
+            pending, bounds = self.pending[name], self.wake_bounds[name]
+            for group in {row[:-1] for row in chain(change.plus, change.minus)}:
+                if group in pending:
+                    key = self.key(name, group, pending[group])
+                    if self.keys[name].get(group, _MISSING) != key:
+                        self._push(name, group, key)
+                if group in bounds:
+                    heapq.heappush(self.wakes[name], (self.key(name, group, bounds[group]), self.sequence, group))
+                    self.sequence += 1
+
+    def _push(self, name: str, group: tuple, key: Any) -> None:
+        keys, heap = self.keys[name], self.heaps[name]
+        keys[group] = key
+        heapq.heappush(heap, (key, self.sequence, group))
         self.sequence += 1
-        if len(heap) > 2 * len(pending) + 64:  # drop stale entries left by groups that changed again
-            heap[:] = [entry for entry in heap if pending.get(entry[2], _MISSING) == entry[0]]
+        if len(heap) > 2 * len(keys) + 64:  # drop stale entries left by groups that changed again
+            heap[:] = [entry for entry in heap if keys.get(entry[2], _MISSING) == entry[0]]
             heapq.heapify(heap)
 
     def release(self, wake: Callable[[str, tuple, Any], bool] | None = None) -> dict[str, _Change]:
@@ -359,15 +419,15 @@ class _Held:
             value = agg.current.get(group, _MISSING)
             if value is _MISSING:
                 return _MISSING
-            values.append(value)
+            values.append(self.key(name, group, value))
         return max(values) if values else _MISSING
 
     def _release_batch(self, wake: Callable[[str, tuple, Any], bool] | None) -> tuple[dict[str, _Change], bool]:
         changes: dict[str, _Change] = {}
         any_released = False
         for name, heap in self.heaps.items():
-            agg, pending = self.core._aggregates[name], self.pending[name]
-            while heap and pending.get(heap[0][2], _MISSING) != heap[0][0]:
+            agg, pending, keys = self.core._aggregates[name], self.pending[name], self.keys[name]
+            while heap and keys.get(heap[0][2], _MISSING) != heap[0][0]:
                 heapq.heappop(heap)
             bound = self.bound(name)
             wakes = self.wakes[name]
@@ -376,6 +436,7 @@ class _Held:
                 least, woke = wakes[0][0], False
                 while wakes and wakes[0][0] == least:
                     group = heapq.heappop(wakes)[2]
+                    self.wake_bounds.get(name, {}).pop(group, None)
                     woke = wake(name, group, agg.best(group)) or woke
                 if woke:  # the woken derivations go first: they may lower what would be released
                     return changes, False
@@ -386,8 +447,8 @@ class _Held:
                 self.frontier[name] = least
                 while heap and heap[0][0] == least:
                     _, _, group = heapq.heappop(heap)
-                    if pending.get(group, _MISSING) == least:
-                        del pending[group]
+                    if keys.get(group, _MISSING) == least:
+                        del pending[group], keys[group]
                         released.append(group)
             any_released = any_released or bool(released)
             change, updates = _Change(), 0
@@ -525,6 +586,7 @@ class _StratumRun:
             held = self.core._held(self.stratum)
             held.frontier = {}
             self.journal.append((held.restore, held.snapshot()))  # a failed run gets back what was held
+            held.reorder(changes)
         rounds = 0
         # Where a goal bounds an ordered aggregate, a batch that both deletes and inserts is evaluated
         # deletions first, its insertions hidden until they settle: a group whose minimum the

@@ -183,11 +183,18 @@ class OrderedDecl:
     ``.ordered a up to g``: the release stops at the goal, the groups of ``a`` that relation ``g``
     lists. Groups whose minimum exceeds every goal's value stay held (absent) until a goal rises to
     them, so work beyond the goal is never done; the goals, and every group no costlier, stay exact.
+
+    ``.ordered a up to g plus h``: groups are released in order of their minimum plus ``h``'s value
+    for the group (A* with ``h`` as its heuristic; 0 for a group ``h`` has no row for), and only
+    while that sum is at most the goals' sums. ``h`` must never overestimate what lies between a
+    group and the goals, and never fall along a derivation by more than the derivation adds (a
+    consistent heuristic); then the goals, and every group whose sum is no greater, stay exact.
     """
 
     names: tuple[str, ...]
     location: Location
     goal: str | None = None
+    plus: str | None = None
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,10 @@ monotone. ``reopt.spark.session_weights`` reads the limits from a session.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .plan_space import BROADCAST_HASH_JOIN, EXCHANGE, SCAN, SHUFFLED_HASH_JOIN, SORT, SORT_MERGE_JOIN
+from .plan_space import BROADCAST_HASH_JOIN, EXCHANGE, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT, SORT_MERGE_JOIN
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,12 @@ class CostModel:
         else:
             raise ValueError(f"unknown join operator {op!r}")
         return [(cost * factor,)]
+
+    def input_row_floor(self, factors: Mapping[str, float]) -> float:
+        """The least any join charges per row of one of its inputs, cost factors included: a probe,
+        a build or a merge row (a broadcast build pays its build row and more)."""
+        w = self.w
+        return min(w.probe_row, w.build_row, w.merge_row) * min(factors[op] for op in JOINS)
 
     def local(self, op: str, stats, left=None, right=None, factor: float = 1.0) -> float | None:
         """The local cost of one plan node (None if impossible), for procedural optimizers and explain."""

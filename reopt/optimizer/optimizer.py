@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Literal
@@ -27,7 +28,7 @@ from .errors import OptimizerError, QueryTooLargeError, StatisticsError
 from .estimate import Estimator, ExprStats
 from .greedy import greedy_join_tree
 from .plan import Plan, PlanNode
-from .plan_space import ANY, OPERATORS, PlanSpace
+from .plan_space import ANY, OPERATORS, SCAN, PlanSpace
 from .query import Query
 from .sql import parse_sql
 
@@ -152,6 +153,9 @@ class OptimizerConfig:
     max_join_pairs: int | None | Literal["auto"] = "auto"
     goal_bound: bool = True
     plans_wait: bool = True  # under the goal bound only (docs/pruning.md, "Plans that wait")
+    # under the goal bound only: release in order of best cost plus a floor on completing the plan
+    # (A*, docs/pruning.md, "A floor on the rest of the plan"); False releases by best cost alone
+    completion_floor: bool = True
     beyond_limit: Literal["refuse", "greedy"] = "refuse"
 
     def __post_init__(self) -> None:
@@ -251,6 +255,8 @@ class Optimizer:
         self._factors: dict[str, float] = {}
         self._versions: dict[int, int] = {}
         self._estimator: Estimator | None = None
+        self._completion: dict[int, float] = {}
+        self._floors_completion = self.config.goal_bound and self.config.completion_floor
         self._loaded = False
 
     @property
@@ -305,6 +311,16 @@ class Optimizer:
         new_versions = self._bumped_versions(list(new_stats), bool(changed_factors))
         for mask, version in new_versions.items():
             self.engine.update("StatsVersion", old=(mask, self._versions[mask]), new=(mask, version))
+        new_completions = {}
+        if self._floors_completion:
+            # a floor reads its expression's rows, and every relation's rows, scan and the cost factors
+            leaf_changed = any(mask.bit_count() == 1 for mask in new_stats)
+            all_stats = {**self._stats, **new_stats}
+            floors = self._completions(all_stats, new_factors, self._subsets if leaf_changed or changed_factors
+                                       else new_stats)
+            new_completions = {mask: h for mask, h in floors.items() if h != self._completion[mask]}
+            for mask, h in new_completions.items():
+                self.engine.update("Completion", old=(mask, self._completion[mask]), new=(mask, h))
         try:
             self.engine.run(deltas=False)
         except BaseException:
@@ -314,6 +330,7 @@ class Optimizer:
         self._stats.update(new_stats)
         self._factors = new_factors
         self._versions.update(new_versions)
+        self._completion.update(new_completions)
         return self._extract()
 
     def _rebuilt(self, catalog: Catalog, tree: list[tuple[int, int]]) -> Plan:
@@ -405,6 +422,30 @@ class Optimizer:
     def _stats_row(mask: int, stats: ExprStats) -> tuple:
         return (mask, stats.rows, stats.width, stats.scanned)
 
+    def _completions(self, stats: dict[int, ExprStats], factors: dict[str, float],
+                     masks: Iterable[int]) -> dict[int, float]:
+        """``Completion`` of each of ``masks``: a floor on what completing it into a whole plan costs.
+        Every whole plan scans each relation outside it, and takes each of those relations and the
+        expression itself (unless it is the whole query) as some join's input, at no less than
+        ``input_row_floor`` a row. Added up in one order, so that both backends see the same floats."""
+        per_row = self.costs.input_row_floor(factors)
+        leaves = []
+        for alias in self.query.aliases:
+            bit = self.query.bit(alias)
+            leaf = stats[bit]
+            scan = self.costs.scan(leaf.rows, leaf.width, leaf.scanned, factors[SCAN])[0][0]
+            leaves.append((bit, scan + per_row * leaf.rows))
+        full, out = self.query.full, {}
+        for mask in masks:
+            floor = 0.0
+            if mask != full:
+                floor = per_row * stats[mask].rows
+                for bit, cost in leaves:
+                    if not bit & mask:
+                        floor += cost
+            out[mask] = floor
+        return out
+
     def _load(self) -> None:
         estimator = Estimator(self.query, self._catalog)
         stats = {mask: estimator.stats(mask) for mask in self._subsets}
@@ -413,6 +454,9 @@ class Optimizer:
         self.engine.insert("Stats", [self._stats_row(m, s) for m, s in stats.items()])
         self.engine.insert("CostFactor", list(factors.items()))
         self.engine.insert("Setting", self.config.setting_facts())
+        completions = self._completions(stats, factors, self._subsets) if self._floors_completion else {}
+        if completions:
+            self.engine.insert("Completion", list(completions.items()))
         versions = {mask: 0 for mask in self._subsets} if self.config.remembers_costs else {}
         if versions:
             self.engine.insert("StatsVersion", list(versions.items()))
@@ -422,7 +466,7 @@ class Optimizer:
             self.engine.discard_pending()
             raise
         self._stats, self._factors, self._versions, self._loaded = stats, factors, versions, True
-        self._estimator = estimator
+        self._estimator, self._completion = estimator, completions
 
     def _extract(self) -> Plan:
         return Plan(self._node(self.query.full, ANY), self.query)
