@@ -94,7 +94,9 @@ def test_a_failed_run_restores_what_waits():
 
 
 NODES = st.integers(0, 6)
-EDGE = st.tuples(NODES, NODES, st.integers(0, 5)).filter(lambda e: e[0] < e[1])  # a DAG
+# a DAG: each edge from a lower node to a higher one (drawn so, not filtered: filtering half the
+# pairs away failed hypothesis's health check on some seeds)
+EDGE = st.integers(0, 5).flatmap(lambda x: st.tuples(st.just(x), st.integers(x + 1, 6), st.integers(0, 5)))
 
 
 @settings(max_examples=60)
