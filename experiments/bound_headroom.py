@@ -12,6 +12,10 @@ alternative counts as costed when all its inputs are released:
 * ``goal``: best(e) <= best(root), the default (``.ordered BestCost up to Goal``, docs/pruning.md);
 * ``scans``: best(e) + h(e) <= best(root), with h(e) 0.999 times the scans of the relations outside
   e, which every completion of e into a whole plan pays (an admissible, consistent heuristic: A*);
+* ``joins``: the same with h(e) also charging the least a join takes per input row (a probe, build
+  or merge row) for every relation outside e and for e itself, each being some join's input: the
+  floor the default release adds since session 25 (``Optimizer._completions``; here without its
+  cost factors, which are all 1 in these catalogs);
 * ``oracle``: best(e) + outside(e) <= best(root), outside(e) the least cost of completing e into a
   whole plan. These are the entries of the optimal plans; no bound known before the answer prunes
   more. It is the floor for any exact per-entry bound, at initial optimization and after a change.
