@@ -134,7 +134,10 @@ class OptimizerConfig:
     their parents leave them. Reference counting prunes only what the other two prune first, so on
     its own it changes nothing. With the goal bound, ``plans_wait`` (the default) also leaves a plan
     uncosted while its inputs alone cost more than its entry's best plan, until that best rises to
-    them; ``plans_wait=False`` costs every plan over released inputs, for comparison. docs/pruning.md
+    them; ``plans_wait=False`` costs every plan over released inputs, for comparison. And
+    ``completion_floor`` (the default) orders the release by best cost plus a floor on what
+    completing the entry into a whole plan costs (A*), so an entry whose sum exceeds the best plan's
+    cost stays held too; ``completion_floor=False`` releases by best cost alone. docs/pruning.md
     has both designs.
 
     ``beyond_limit`` says what happens to a query with more connected splits than ``max_join_pairs``:
