@@ -76,6 +76,13 @@ def test_a_heuristic_that_overestimates_fails_the_run_and_changes_nothing():
     assert (engine.rows("best"), engine.counts("cand")) == before
 
 
+def test_a_fall_within_rounding_is_not_a_fall():
+    # node 1's heuristic is off by 1e-13 (sums of floats round by about that much): node 2's key
+    # 2 comes after node 1's 2.0000000000001, within the tolerance, and the answer is exact
+    engine = paths([(0, 1, 1), (1, 2, 1)], [(0, 2), (1, 1 + 1e-13), (2, 0)])
+    assert engine.rows("best") == {(0, 0), (1, 1), (2, 2)}
+
+
 def test_a_heuristic_that_is_not_a_number_fails_the_run():
     engine = paths()
     engine.update("togo", old=(6, 9), new=(6, "far"))
