@@ -83,6 +83,19 @@ def test_a_fall_within_rounding_is_not_a_fall():
     assert engine.rows("best") == {(0, 0), (1, 1), (2, 2)}
 
 
+def test_a_key_an_ulp_above_the_goal_is_released():
+    """0-1-3-2 costs 1 + 2**-53 + 2**-53, which rounds to 1.0 added from the left, the goal's value
+    (the direct edge 0-2 ties it); node 1's heuristic, the same two steps added from the right, is
+    2**-52 exactly, so its key 1 + 2**-52 is an ulp above the goal's. Held, the tie through 1 would
+    never be derived; within rounding it is."""
+    tiny = 2.0 ** -53
+    engine = paths([(0, 1, 1.0), (1, 3, tiny), (3, 2, tiny), (0, 2, 1.0)],
+                   [(0, 1.0), (1, tiny + tiny), (3, tiny), (2, 0)])
+    assert ((1.0 + tiny) + tiny, 1.0 + (tiny + tiny)) == (1.0, 1.0 + 2.0 ** -52)
+    assert engine.rows("best") == {(0, 0), (1, 1.0), (3, 1.0), (2, 1.0)}
+    assert engine.counts("cand")[(2, 1.0)] == 2  # directly and through 3
+
+
 def test_a_heuristic_that_is_not_a_number_fails_the_run():
     engine = paths()
     engine.update("togo", old=(6, 9), new=(6, "far"))

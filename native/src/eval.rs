@@ -1478,8 +1478,24 @@ struct Held {
 }
 
 /// How far (relative) a release key summed with a heuristic may fall below the last one released
-/// before it counts as a fall along a derivation (see `pycore.ROUNDING`).
+/// before it counts as a fall along a derivation, and rise above the goals' and still be released
+/// (see `pycore.ROUNDING`).
 const ROUNDING: f64 = 1e-12;
+
+/// Whether `key` may be released under `bound` (None: no bound); with a heuristic (`offsets`),
+/// within rounding above it too (see `pycore._Held.within`).
+fn within(offsets: bool, key: &Ordered, bound: Option<&Ordered>) -> bool {
+    let Some(bound) = bound else {
+        return true;
+    };
+    if key <= bound {
+        return true;
+    }
+    match (offsets, as_f64(key.value()), as_f64(bound.value())) {
+        (true, Some(k), Some(b)) => k - b <= ROUNDING * b.abs(),
+        _ => false,
+    }
+}
 
 fn as_f64(v: Value) -> Option<f64> {
     match v {
@@ -1707,6 +1723,7 @@ impl Held {
         let mut any_released = false;
         for &rel in &self.order {
             let bound = self.bound(e, rel)?;
+            let offsets = self.offsets.contains_key(&rel);
             let pending = self.pending.get_mut(&rel).expect("held relation");
             let keys = self.keys.get_mut(&rel).expect("held relation");
             let heap = self.heaps.get_mut(&rel).expect("held relation");
@@ -1716,7 +1733,7 @@ impl Held {
             let wakes = self.wakes.get_mut(&rel).expect("held relation");
             if let Some(wake) = wake.as_deref_mut() {
                 while let Some(top) = wakes.peek().filter(|top| {
-                    heap.peek().is_none_or(|h| h.key >= top.key) && bound.as_ref().is_none_or(|b| top.key <= *b)
+                    heap.peek().is_none_or(|h| h.key >= top.key) && within(offsets, &top.key, bound.as_ref())
                 }) {
                     let least = top.key.clone();
                     let mut woke = false;
@@ -1741,7 +1758,7 @@ impl Held {
                 }
             }
             if let Some(top) = heap.peek() {
-                if bound.as_ref().is_none_or(|b| top.key <= *b) {
+                if within(offsets, &top.key, bound.as_ref()) {
                     let least = top.key.clone();
                     while heap.peek().is_some_and(|top| top.key == least) {
                         let entry = heap.pop().expect("peeked");

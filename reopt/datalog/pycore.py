@@ -422,6 +422,14 @@ class _Held:
             values.append(self.key(name, group, value))
         return max(values) if values else _MISSING
 
+    def within(self, name: str, key: Any, bound: Any) -> bool:
+        """Whether ``key`` may be released under ``bound`` (``_MISSING``: no bound). With a heuristic,
+        within rounding above it too: its sums round, and releasing more is always exact, while
+        holding back an entry of the best plan (its key an ulp above the goal's) would not be."""
+        if bound is _MISSING or not self.core._aggregates[name].improves(bound, key):
+            return True
+        return name in self.offsets and key - bound <= ROUNDING * abs(bound)
+
     def _release_batch(self, wake: Callable[[str, tuple, Any], bool] | None) -> tuple[dict[str, _Change], bool]:
         changes: dict[str, _Change] = {}
         any_released = False
@@ -432,7 +440,7 @@ class _Held:
             bound = self.bound(name)
             wakes = self.wakes[name]
             while wake is not None and wakes and (not heap or not agg.improves(heap[0][0], wakes[0][0])) \
-                    and (bound is _MISSING or not agg.improves(bound, wakes[0][0])):
+                    and self.within(name, wakes[0][0], bound):
                 least, woke = wakes[0][0], False
                 while wakes and wakes[0][0] == least:
                     group = heapq.heappop(wakes)[2]
@@ -442,7 +450,7 @@ class _Held:
                     return changes, False
             released = [g for g in self.vanished[name] if g not in pending and agg.best(g) is None]
             self.vanished[name] = set()
-            if heap and (bound is _MISSING or not agg.improves(bound, heap[0][0])):
+            if heap and self.within(name, heap[0][0], bound):
                 least = heap[0][0]
                 self.frontier[name] = least
                 while heap and heap[0][0] == least:
