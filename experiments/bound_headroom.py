@@ -14,8 +14,11 @@ alternative counts as costed when all its inputs are released:
   e, which every completion of e into a whole plan pays (an admissible, consistent heuristic: A*);
 * ``joins``: the same with h(e) also charging the least a join takes per input row (a probe, build
   or merge row) for every relation outside e and for e itself, each being some join's input: the
-  floor the default release adds since session 25 (``Optimizer._completions``; here without its
-  cost factors, which are all 1 in these catalogs);
+  floor the default release adds since session 25 (``CostModel.completion_floors``, as the
+  optimizer calls it);
+* ``relaxed``: the same with h(e) the exact optimum of completing e under a relaxed cost model (each
+  join charged only that least per-input-row weight and ``row_out`` per output row, enforcers
+  free), the strongest floor of that kind (measured in session 25, not adopted: it prunes no more);
 * ``oracle``: best(e) + outside(e) <= best(root), outside(e) the least cost of completing e into a
   whole plan. These are the entries of the optimal plans; no bound known before the answer prunes
   more. It is the floor for any exact per-entry bound, at initial optimization and after a change.
@@ -46,7 +49,7 @@ from reopt.baselines.common import group_order
 from reopt.optimizer.plan_space import ANY
 
 JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
-RULES = ("none", "goal", "scans", "joins", "oracle")
+RULES = ("none", "goal", "scans", "joins", "relaxed", "oracle")
 TOLERANCE = 1e-9  # relative: costs summed in another order may differ in the last bits
 
 
@@ -74,19 +77,49 @@ def released(optimizer: IncrementalTopDownOptimizer, rule: str) -> set:
         return set(best)
     if rule == "goal":
         return {g for g, c in best.items() if c <= limit}
-    if rule in ("scans", "joins"):
+    if rule == "scans":
         scans = {g[0]: c for g, c in best.items() if g[1] == ANY and g[0].bit_count() == 1}
-        h = {g: sum(s for leaf, s in scans.items() if not leaf & g[0]) for g in best}
-        if rule == "joins":
-            w, stats, full = optimizer.costs.w, optimizer.stats, optimizer.query.full
-            per_input = min(w.probe_row, w.build_row, w.merge_row)
-            for g in best:
-                if g[0] != full:
-                    h[g] += per_input * (stats[g[0]].rows + sum(
-                        stats[leaf].rows for leaf in scans if not leaf & g[0])) + w.row_out * stats[full].rows
-        return {g for g, c in best.items() if c + 0.999 * h[g] <= limit}
+        return {g for g, c in best.items()
+                if c + 0.999 * sum(s for leaf, s in scans.items() if not leaf & g[0]) <= limit}
+    if rule == "joins":  # the default release's floor, computed as the optimizer computes it
+        query = optimizer.query
+        floors = optimizer.costs.completion_floors(optimizer.stats, optimizer.factors,
+                                                   [query.bit(a) for a in query.aliases], query.full, optimizer.stats)
+        return {g for g, c in best.items() if c + floors[g[0]] <= limit}
+    if rule == "relaxed":
+        floors = relaxed_floors(optimizer)
+        return {g for g, c in best.items() if c + floors[g[0]] <= limit}
     outside = outside_costs(optimizer, best, root)
     return {g for g, c in best.items() if g in outside and c + outside[g] <= limit}
+
+
+def relaxed_floors(optimizer: IncrementalTopDownOptimizer) -> dict[int, float]:
+    """The exact optimum of completing each expression under a relaxed cost model: a join charges
+    only the least per-input-row weight for each input's rows and ``row_out`` for its output's,
+    enforcers nothing, a relation its scan. A dynamic program over the connected pairs: below each
+    expression the least relaxed cost of building it, above it the least of completing it."""
+    w, stats, query = optimizer.costs.w, optimizer.stats, optimizer.query
+    per_input = min(w.probe_row, w.build_row, w.merge_row)
+    splits: dict[int, list[tuple[int, int]]] = {}
+    for a, b in query.connected_pairs():
+        splits.setdefault(a | b, []).append((a, b))
+
+    def step(a: int, b: int) -> float:
+        return per_input * (stats[a].rows + stats[b].rows) + w.row_out * stats[a | b].rows
+
+    below: dict[int, float] = {}
+    for mask in sorted(stats, key=int.bit_count):
+        s = stats[mask]
+        below[mask] = (optimizer.costs.scan(s.rows, s.width, s.scanned, 1.0)[0][0] if mask.bit_count() == 1
+                       else min(step(a, b) + below[a] + below[b] for a, b in splits[mask]))
+    above = {query.full: 0.0}
+    for mask in sorted(splits, key=int.bit_count, reverse=True):
+        for a, b in splits[mask]:
+            for part, other in ((a, b), (b, a)):
+                through = above.get(mask, float("inf")) + step(a, b) + below[other]
+                if through < above.get(part, float("inf")):
+                    above[part] = through
+    return above
 
 
 def costed(optimizer: IncrementalTopDownOptimizer, inputs: set) -> int:

@@ -38,10 +38,14 @@ monotone. ``reopt.spark.session_weights`` reads the limits from a session.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .plan_space import BROADCAST_HASH_JOIN, EXCHANGE, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT, SORT_MERGE_JOIN
+
+if TYPE_CHECKING:
+    from .estimate import ExprStats
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,30 @@ class CostModel:
         a build or a merge row (a broadcast build pays its build row and more)."""
         w = self.w
         return min(w.probe_row, w.build_row, w.merge_row) * min(factors[op] for op in JOINS)
+
+    def completion_floors(self, stats: Mapping[int, "ExprStats"], factors: Mapping[str, float],
+                          leaves: Iterable[int], full: int, masks: Iterable[int]) -> dict[int, float]:
+        """For each expression of ``masks`` (a set of the ``leaves``, relations as bits, of the whole
+        query ``full``), a floor on what completing it into a whole plan costs: every whole plan scans
+        each relation outside it, and takes each of those relations, and the expression itself unless
+        it is the whole query, as some join's input, at no less than ``input_row_floor`` a row. Added
+        up in one order, so that every caller, and both engine backends, see the same floats."""
+        per_row = self.input_row_floor(factors)
+        outside = []
+        for bit in leaves:
+            leaf = stats[bit]
+            outside.append((bit, self.scan(leaf.rows, leaf.width, leaf.scanned, factors[SCAN])[0][0]
+                            + per_row * leaf.rows))
+        floors = {}
+        for mask in masks:
+            floor = 0.0
+            if mask != full:
+                floor = per_row * stats[mask].rows
+                for bit, cost in outside:
+                    if not bit & mask:
+                        floor += cost
+            floors[mask] = floor
+        return floors
 
     def local(self, op: str, stats, left=None, right=None, factor: float = 1.0) -> float | None:
         """The local cost of one plan node (None if impossible), for procedural optimizers and explain."""

@@ -28,7 +28,7 @@ from .errors import OptimizerError, QueryTooLargeError, StatisticsError
 from .estimate import Estimator, ExprStats
 from .greedy import greedy_join_tree
 from .plan import Plan, PlanNode
-from .plan_space import ANY, OPERATORS, SCAN, PlanSpace
+from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
 from .sql import parse_sql
 
@@ -427,27 +427,9 @@ class Optimizer:
 
     def _completions(self, stats: dict[int, ExprStats], factors: dict[str, float],
                      masks: Iterable[int]) -> dict[int, float]:
-        """``Completion`` of each of ``masks``: a floor on what completing it into a whole plan costs.
-        Every whole plan scans each relation outside it, and takes each of those relations and the
-        expression itself (unless it is the whole query) as some join's input, at no less than
-        ``input_row_floor`` a row. Added up in one order, so that both backends see the same floats."""
-        per_row = self.costs.input_row_floor(factors)
-        leaves = []
-        for alias in self.query.aliases:
-            bit = self.query.bit(alias)
-            leaf = stats[bit]
-            scan = self.costs.scan(leaf.rows, leaf.width, leaf.scanned, factors[SCAN])[0][0]
-            leaves.append((bit, scan + per_row * leaf.rows))
-        full, out = self.query.full, {}
-        for mask in masks:
-            floor = 0.0
-            if mask != full:
-                floor = per_row * stats[mask].rows
-                for bit, cost in leaves:
-                    if not bit & mask:
-                        floor += cost
-            out[mask] = floor
-        return out
+        """``Completion`` of each of ``masks`` (``CostModel.completion_floors``)."""
+        leaves = [self.query.bit(alias) for alias in self.query.aliases]
+        return self.costs.completion_floors(stats, factors, leaves, self.query.full, masks)
 
     def _load(self) -> None:
         estimator = Estimator(self.query, self._catalog)
