@@ -10,6 +10,7 @@ mod eval;
 mod program;
 mod storage;
 mod value;
+mod words;
 
 use std::sync::Arc;
 

@@ -9,9 +9,9 @@ use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::Equivalent;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHasher};
 use smallvec::SmallVec;
-use triomphe::ThinArc;
 
 use crate::value::{Ordered, Value};
+use crate::words::Words;
 
 /// A row, shared between the visible set, its index buckets, counts, changes and the journal.
 ///
@@ -22,7 +22,7 @@ use crate::value::{Ordered, Value};
 /// set a row enters reads the stored hash instead of hashing the values again, and rows with
 /// different hashes compare unequal without reading them.
 #[derive(Clone)]
-pub struct Row(ThinArc<u64, u64>);
+pub struct Row(Words);
 
 const KINDS_PER_WORD: usize = 32;
 
@@ -45,18 +45,18 @@ impl Row {
         for chunk in values.chunks(KINDS_PER_WORD) {
             words.push(chunk.iter().enumerate().fold(0, |kinds, (i, v)| kinds | (v.parts().0 as u64) << (2 * i)));
         }
-        Row(ThinArc::from_header_and_slice(hash, &words))
+        Row(Words::new(hash, &words))
     }
 
     /// The number of values.
     pub fn arity(&self) -> usize {
-        arity_of(self.0.slice.len())
+        arity_of(self.0.words().len())
     }
 
     /// The value at `i`.
     #[inline]
     pub fn get(&self, i: usize) -> Value {
-        let words = &self.0.slice;
+        let words = self.0.words();
         // rows of up to 32 values (all but the widest) keep their kinds in their last word
         let kinds = if words.len() <= KINDS_PER_WORD + 1 {
             words[words.len() - 1]
@@ -75,13 +75,13 @@ impl Row {
 impl PartialEq for Row {
     #[inline]
     fn eq(&self, other: &Row) -> bool {
-        if self.0.ptr() == other.0.ptr() {
+        if self.0.same(&other.0) {
             return true;
         }
-        if self.0.header.header != other.0.header.header {
+        if self.0.tag() != other.0.tag() {
             return false;
         }
-        let (a, b) = (&self.0.slice, &other.0.slice);
+        let (a, b) = (self.0.words(), other.0.words());
         // the same words are the same values (rows are a few words: a loop, not a memcmp call);
         // other words may still be values Python deems equal (1, 1.0 and True; 0.0 and -0.0)
         (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y))
@@ -93,7 +93,7 @@ impl Eq for Row {}
 
 impl Hash for Row {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.0.header.header);
+        state.write_u64(self.0.tag());
     }
 }
 
@@ -138,7 +138,7 @@ impl Hash for RowOf<'_> {
 impl Equivalent<Row> for RowOf<'_> {
     #[inline]
     fn equivalent(&self, row: &Row) -> bool {
-        row.0.header.header == self.hash
+        row.0.tag() == self.hash
             && row.arity() == self.values.len()
             && self.values.iter().enumerate().all(|(i, v)| row.get(i) == *v)
     }
