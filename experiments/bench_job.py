@@ -309,6 +309,8 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="keep the results already in OUT/job.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     if args.child:
         child(*args.child.split(":"))
         return
