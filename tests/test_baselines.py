@@ -85,6 +85,27 @@ def test_procedural_incremental_costs_each_alternative_at_most_once_per_reoptimi
     assert (plan.cost, plan.key()) == (full.cost, full.key())
 
 
+def test_procedural_incremental_reuses_local_costs_whose_statistics_did_not_change():
+    catalog = reopt.Catalog.tpch(1)
+    computed = []
+
+    class Counting(IncrementalTopDownOptimizer):
+        def local_cost(self, expr, alt):
+            computed.append((expr, alt))
+            return super().local_cost(expr, alt)
+
+    optimizer = Counting.from_sql(TPCH["Q5"], catalog)
+    optimizer.optimize()
+    assert len(computed) < optimizer.alternative_count  # alternatives differing only in input properties share one
+    computed.clear()
+    plan = optimizer.reoptimize(reopt.DeltaStats.table("region", rows=6))
+    region = optimizer.query.mask(["region"])
+    assert computed and all(expr & region for expr, _alt in computed)  # only what read region's statistics
+    assert len(computed) < optimizer.last_recosted  # the others reached added up their inputs' new costs
+    full = TopDownOptimizer(optimizer.query, optimizer.catalog).optimize()
+    assert (plan.cost, plan.key()) == (full.cost, full.key())
+
+
 def test_the_incremental_memo_holds_every_alternative_and_the_best_cost_of_every_group():
     catalog = reopt.Catalog.tpch(1)
     optimizer = IncrementalTopDownOptimizer.from_sql(TPCH["Q5"], catalog)

@@ -67,13 +67,22 @@ class ProceduralBase:
                                right_relations=rs.relations)
         return rows[0][0] if rows else None
 
+    def known_local_cost(self, expr: int, alt: Alternative) -> float | None:
+        """``local_cost``, or where an optimizer remembers local costs, the one it remembers."""
+        return self.local_cost(expr, alt)
+
     def cost_over(self, expr: int, alt: Alternative,
                   best: Mapping[tuple[int, str], tuple[float, Alternative] | None]) -> float | None:
         """The alternative's cost over its inputs' ``best`` choices (its local cost, then the left
         input's, then the right's, as the rules add them), or None where it or an input has no
         feasible plan. Written out per kind: the incremental optimizer costs an alternative this way
         for every change under it."""
-        local = self.local_cost(expr, alt)
+        return self.total_over(alt, self.local_cost(expr, alt), best)
+
+    @staticmethod
+    def total_over(alt: Alternative, local: float | None,
+                   best: Mapping[tuple[int, str], tuple[float, Alternative] | None]) -> float | None:
+        """``cost_over`` from an alternative's local cost, known already."""
         if local is None:
             return None
         kind, _op, left, lprop, right, rprop = alt
@@ -105,7 +114,7 @@ class ProceduralBase:
         def node(expr: int, prop: str) -> PlanNode:
             cost, alt = best[(expr, prop)]
             kids = [node(e, p) for e, p in self.children(alt)]
-            local = self.local_cost(expr, alt)
+            local = self.known_local_cost(expr, alt)
             return PlanNode(alt[1], expr, prop, cost, local, self.stats[expr].rows, kids)
 
         return Plan(node(self.query.full, ANY), self.query)

@@ -33,6 +33,9 @@ from ..optimizer.query import Query
 from .common import ProceduralBase, group_order
 
 
+_UNKNOWN = object()  # a local cost not yet computed (None is an infeasible alternative's)
+
+
 def _grew(old: ExprStats, new: ExprStats) -> bool:
     """Whether no statistic the cost model reads fell."""
     return new.rows >= old.rows and new.width >= old.width and new.scanned >= old.scanned
@@ -50,6 +53,10 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self._groups_of: dict[int, list[tuple[int, str]]] = {}
         # per group, the alternatives whose remembered cost is a lower bound of their cost (see _revise)
         self._stale: dict[tuple[int, str], set[tuple]] = {}
+        # each alternative's local cost, shared by the alternatives that differ only in their inputs'
+        # properties; and which of them read each expression's statistics, to forget after a change
+        self._locals: dict[tuple, float | None] = {}
+        self._local_readers: dict[int, set[tuple]] = {}
         # during reoptimize: groups with a change under some alternatives (those where every change
         # grew, and the others), and the queue of those groups, children first
         self._marked: dict[tuple[int, str], tuple[set[tuple], set[tuple]]] = {}
@@ -101,6 +108,11 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         self.catalog, self.estimator = catalog, estimator
         for mask in changed:
             self.stats[mask] = estimates[mask]
+            for key in self._local_readers.get(mask, ()):
+                self._locals.pop(key, None)
+        if changed_ops:
+            for key in [key for key in self._locals if key[1] in changed_ops]:
+                del self._locals[key]
         self.factors = factors
 
         # Each alternative whose local cost reads a changed statistic or factor, and whether every
@@ -148,12 +160,28 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             self._alternatives[group] = {alt: None for alt in alternatives}
             self._groups_of.setdefault(expr, []).append(group)
             for alt in alternatives:
+                key = self._local_key(expr, alt)
+                for read in (expr, alt[2], alt[4]):
+                    self._local_readers.setdefault(read, set()).add(key)
                 for child in self.children(alt):
                     self._users.setdefault(child, {}).setdefault(group, []).append(alt)
                     stack.append(child)
 
+    @staticmethod
+    def _local_key(expr: int, alt: tuple) -> tuple:
+        """What an alternative's local cost depends on: its expression, operator and inputs'
+        expressions (through their statistics), not the inputs' properties."""
+        return expr, alt[1], alt[2], alt[4]
+
+    def known_local_cost(self, expr: int, alt: tuple) -> float | None:
+        key = self._local_key(expr, alt)
+        local = self._locals.get(key, _UNKNOWN)
+        if local is _UNKNOWN:
+            local = self._locals[key] = self.local_cost(expr, alt)
+        return local
+
     def _cost(self, group: tuple[int, str], alt: tuple) -> float | None:
-        return self.cost_over(group[0], alt, self._best)
+        return self.total_over(alt, self.known_local_cost(group[0], alt), self._best)
 
     def _mark(self, groups: Iterable[tuple[tuple[int, str], list[tuple]]], grew: bool) -> None:
         """Note a change under some alternatives of each group (``grew``: it cannot have lowered
