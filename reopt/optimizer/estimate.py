@@ -165,6 +165,9 @@ class Estimator:
         # expressions hold the same learnt predicates
         self._learnt_parts: dict[tuple[int, ...], tuple[float, dict[int, int]]] = {}
         self._corrections: list[tuple[int, float]] = []
+        # each expression's join selectivity: a function of the learnt selectivities and distinct
+        # counts alone, so kept from ``previous`` while both are as they were (a table's size changed)
+        self._selectivities: dict[int, float] = {}
         observed = sorted(((query.mask(names), rows) for names, rows in catalog.observed.items()
                            if set(names) <= set(query.aliases)), key=lambda mr: (bin(mr[0]).count("1"), mr[0]))
         self._observed = {mask: max(rows, 1.0) for mask, rows in observed}
@@ -177,9 +180,12 @@ class Estimator:
                 self._learnt[j] = 1.0  # counted first, so the estimate without it is what remains
                 self._learnt[j] = clamp(max(rows, 1.0) / max(self._corrected(mask), 1e-300))
                 self._learnt_parts.clear()  # they hold what was learnt before
+                self._selectivities.clear()
             else:
                 self._corrections.append((mask, max(rows, 1.0) / max(self._corrected(mask), 1.0)))
             fixed.update(inside)
+        if previous is not None and previous._learnt == self._learnt and previous._ndv == self._ndv:
+            self._selectivities = previous._selectivities
 
     def _leaf(self, alias: str, table: str) -> tuple[float, float, float]:
         """A relation's filtered rows, output width and bytes scanned."""
@@ -213,6 +219,12 @@ class Estimator:
 
     def _join_selectivity(self, mask: int) -> float:
         """The product of the selectivities that count for ``mask`` (see the module docstring)."""
+        selectivity = self._selectivities.get(mask)
+        if selectivity is None:
+            selectivity = self._selectivities[mask] = self._worked_out_selectivity(mask)
+        return selectivity
+
+    def _worked_out_selectivity(self, mask: int) -> float:
         learnt = self._learnt
         inside, groups = self._graph.classes(mask)
         known = tuple(j for j in inside if learnt[j] is not None)
