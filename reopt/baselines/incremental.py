@@ -14,6 +14,10 @@ under an alternative grew, its remembered cost is a lower bound of its new one: 
 and a group costs a marked alternative again only when that bound comes first among the group's
 costs (a bounded memo, as in branch and bound). The chosen alternative is always costed exactly, so
 every group's best equals a full optimization's. Anything that fell is costed at once.
+
+Local costs are remembered apart from totals: they read statistics and cost factors only, so an
+alternative reached because an input's best cost moved adds its inputs up again without calling the
+cost model, and alternatives that differ only in their inputs' properties share one.
 """
 
 from __future__ import annotations
