@@ -32,7 +32,7 @@ from ..optimizer.estimate import Estimator, ExprStats
 from ..optimizer.optimizer import OptimizerConfig
 from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
-from ..optimizer.plan_space import ANY, OPERATORS
+from ..optimizer.plan_space import ANY, NO_EXPR, OPERATORS
 from ..optimizer.query import Query
 from .common import ProceduralBase, group_order
 
@@ -165,7 +165,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             self._groups_of.setdefault(expr, []).append(group)
             for alt in alternatives:
                 key = self._local_key(expr, alt)
-                for read in (expr, alt[2], alt[4]):
+                for read in {expr, alt[2], alt[4]} - {NO_EXPR}:  # a scan or an enforcer has no (right) input
                     self._local_readers.setdefault(read, set()).add(key)
                 for child in self.children(alt):
                     self._users.setdefault(child, {}).setdefault(group, []).append(alt)

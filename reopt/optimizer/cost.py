@@ -38,9 +38,9 @@ monotone. ``reopt.spark.session_weights`` reads the limits from a session.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .plan_space import BROADCAST_HASH_JOIN, EXCHANGE, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT, SORT_MERGE_JOIN
 
