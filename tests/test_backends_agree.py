@@ -17,7 +17,7 @@ from reopt.datalog.errors import EvaluationError
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
 from reopt.optimizer.workloads import generated
 
-from .conftest import needs_backend
+from .conftest import examples, needs_backend
 from .test_optimizer_search import delta_for
 from .test_ordered_goal import PATHS
 
@@ -110,7 +110,7 @@ def outcome(engine: Engine, deltas: bool = True):
     return {name: (d.inserted, d.deleted, sorted(d.updated)) for name, d in changes.items()}
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(program=programs(), steps=st.lists(BATCH, min_size=1, max_size=4))
 def test_native_and_python_backends_agree_after_every_run(program, steps):
     needs_backend("native")
@@ -179,7 +179,7 @@ assert "plus togo" in HEURISTIC_PATHS
 PATH_STEP = st.tuples(st.sampled_from(["insert", "insert", "delete", "goal", "togo"]), st.data())
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(target=NODE, steps=st.lists(st.lists(PATH_STEP, min_size=1, max_size=5), min_size=1, max_size=5),
        text=st.sampled_from([PATHS, WAITING_PATHS, HEURISTIC_PATHS]))
 def test_ordered_release_up_to_a_goal_agrees_on_both_backends_and_is_exact_up_to_the_goal(target, steps, text):
@@ -260,7 +260,7 @@ def test_a_self_join_over_two_changed_groups_counts_each_derivation_once():
     assert engine.counts("s") == {(1, 2, 12.0): 1}
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(shape=st.sampled_from(["chain", "star", "cycle", "random"]), size=st.integers(2, 5),
        seed=st.integers(0, 10**6), setting=st.sampled_from(sorted(PRUNING_SETTINGS)), data=st.data())
 def test_the_optimizer_program_holds_the_same_state_on_both_backends(shape, size, seed, setting, data):

@@ -10,6 +10,8 @@ import reopt
 from reopt.optimizer.estimate import Estimator
 from reopt.optimizer.workloads import TPCH
 
+from .conftest import examples
+
 CATALOG = reopt.Catalog.tpch(1)
 QUERY = reopt.Optimizer.from_sql(TPCH["Q5"], CATALOG).query
 TABLES = sorted({table for _, table in QUERY.relations})
@@ -31,7 +33,7 @@ def deltas(draw):
     return reopt.DeltaStats.selectivity(draw(st.sampled_from(PREDICATES)), draw(st.floats(1e-6, 1.0)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(deltas(), min_size=1, max_size=4))
 def test_reusing_untouched_relations_estimates_as_from_scratch(changes):
     catalog, estimator = CATALOG, Estimator(QUERY, CATALOG)
@@ -50,7 +52,7 @@ def test_an_estimator_of_another_query_cannot_be_reused():
         Estimator(QUERY, CATALOG, Estimator(other, CATALOG), 0)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(deltas(), min_size=1, max_size=4))
 def test_every_expression_whose_estimate_changes_is_among_those_a_change_touches(changes):
     catalog = CATALOG

@@ -4,7 +4,6 @@ and keeps the invariants of the plan table: under the goal bound, every entry no
 best plan shown at its exact best cost; live plans within their bounds, the optimal
 tree never pruned, and reference counts equal to the live parent plans."""
 
-import os
 from collections import Counter
 
 import pytest
@@ -16,7 +15,7 @@ import reopt
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
 from reopt.optimizer.workloads import TPCH, generated
 
-from .conftest import native_only
+from .conftest import DEEP, examples, native_only
 from .test_optimizer_search import delta_for
 
 NONE = reopt.OptimizerConfig.setting("none")
@@ -43,7 +42,6 @@ def optimal_tree(optimizer, plan):
     return chosen
 
 
-DEEP = os.environ.get("REOPT_PROFILE") == "deep"
 # Shapes up to 8 relations. The default profile keeps each query's whole space under about 4,000
 # alternatives (chains and cycles of 8, stars of 7, random graphs of 6, cliques of 5); the deep
 # profile goes to 8 relations for every shape but the clique (6: 15,000 alternatives).
@@ -218,7 +216,7 @@ def test_aggregate_selection_alone_prunes_alternatives_but_keeps_every_entry():
 
 
 @pytest.mark.usefixtures("backend")
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(st.data())
 def test_the_order_of_deltas_within_a_batch_does_not_matter(data):
     query, catalog = generated(data.draw(st.sampled_from(["chain", "star", "cycle"])), data.draw(st.integers(3, 6)),

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from reopt.datalog import Engine, EvaluationError, ParseError, Program, ProgramError
 
-from .conftest import EXAMPLES, needs_backend
+from .conftest import EXAMPLES, examples, needs_backend
 from .helpers import InjectedFailure
 from .test_engine_semantics import ORDERED_PATHS as PLAIN
 
@@ -99,7 +99,7 @@ NODES = st.integers(0, 6)
 EDGE = st.integers(0, 5).flatmap(lambda x: st.tuples(st.just(x), st.integers(x + 1, 6), st.integers(0, 5)))
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(order=st.sampled_from(["", ".ordered best.\n", ".input target(t).\n.ordered best up to target.\n"]),
        target=NODES, batches=st.lists(st.lists(st.tuples(st.booleans(), EDGE), min_size=1, max_size=4),
                                       min_size=1, max_size=6))
