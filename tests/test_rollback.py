@@ -104,3 +104,25 @@ def test_a_failure_in_either_half_of_a_goal_bounded_update_is_rolled_back():
         Catalog.tpch(1))
     optimizer.optimize()
     assert reoptimization_fails_everywhere_and_recovers(optimizer, DeltaStats.table("nation", rows=2_000_000)) > 20
+
+
+def test_a_failure_while_queueing_a_reoptimization_leaves_nothing_queued(monkeypatch):
+    """The statistics are queued before the completion floors are computed: if computing them
+    fails, the queued statistics are dropped, and the next re-optimization equals a fresh one."""
+    optimizer = Optimizer.from_sql(
+        "select * from nation, region, supplier where n_regionkey = r_regionkey and s_nationkey = n_nationkey",
+        Catalog.tpch(1))
+    optimizer.optimize()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("completion floors failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(optimizer, "_completions", broken)
+        with pytest.raises(RuntimeError, match="completion floors failed"):
+            optimizer.reoptimize(DeltaStats.table("nation", rows=2_000_000))
+    assert not optimizer.engine.has_pending
+    change = DeltaStats.table("supplier", rows=50)
+    plan = optimizer.reoptimize(change)
+    fresh = Optimizer(optimizer.query, optimizer.catalog, OptimizerConfig.setting("none")).optimize()
+    assert (plan.cost, plan.key()) == (fresh.cost, fresh.key())

@@ -16,7 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
 use crate::convert::{repr_row, PyStrings};
-use crate::program::{Cmp, Expr, Pat, Plan, RelationInfo, Rule, Step, Stratum};
+use crate::program::{Cmp, Expr, Pattern, Plan, RelationInfo, Rule, Step, Stratum};
 use crate::storage::{
     AggFunc, Aggregate, Bucket, Candidates, CountMap, Index, Journal, Key, Relation, Row, RowMap, RowOf, RowSet,
     SharedRows, Undo, Values,
@@ -791,6 +791,9 @@ struct StratumRun {
     not_new: FxHashSet<(usize, Row, Value)>,
     /// The rows the current round treats as absent.
     hidden: Hidden,
+    /// The derivation counts a round makes, kept emptied between rounds: a fresh map per round
+    /// grows by doubling, rehashing every entry each time.
+    outputs: Outputs,
 }
 
 impl StratumRun {
@@ -817,6 +820,7 @@ impl StratumRun {
             resumed: None,
             not_new: FxHashSet::default(),
             hidden: FxHashMap::default(),
+            outputs: FxHashMap::default(),
         }
     }
 
@@ -947,7 +951,7 @@ impl StratumRun {
         changes: &Changes,
         hidden: &Hidden,
     ) -> Result<Outputs, Failure> {
-        let mut outputs: Outputs = FxHashMap::default();
+        let mut outputs = std::mem::take(&mut self.outputs);
         if !self.waited.is_empty() {
             self.hidden = hidden.clone(); // what a wake at the round's settling must also leave out
         }
@@ -1010,7 +1014,7 @@ impl StratumRun {
                     for (rows, sign) in [(&*change.plus, 1i64), (&change.minus, -1i64)] {
                         let sign = if *negated { -sign } else { sign };
                         for row in rows {
-                            if exec.bind(pattern, row, &mut state)? {
+                            if exec.bind(pattern, &row.packed(), &mut state)? {
                                 exec.step(1, sign, &mut state)?;
                             }
                         }
@@ -1057,7 +1061,8 @@ impl StratumRun {
         self.apply_wait_changes(e, journal)?;
         // the best of each group some derivations wait on, before this round's candidates
         let mut before: Vec<(usize, Row, Value)> = Vec::new();
-        for (rel, out) in outputs {
+        let mut outputs = outputs;
+        for (&rel, out) in outputs.iter_mut() {
             if out.is_empty() {
                 continue;
             }
@@ -1073,7 +1078,7 @@ impl StratumRun {
             }
             let mut change = Change::default();
             if e.aggregates[rel].is_none() {
-                for (row, delta) in out.plain {
+                for (row, delta) in out.plain.drain() {
                     if delta == 0 {
                         continue;
                     }
@@ -1102,7 +1107,7 @@ impl StratumRun {
             } else {
                 let mut touched: RowSet = RowSet::default();
                 let bounded = held.as_deref().is_some_and(|h| h.goals.contains_key(&rel));
-                for ((group, value), delta) in out.aggregate {
+                for ((group, value), delta) in out.aggregate.drain() {
                     if delta != 0 {
                         if bounded && delta > 0 && !self.not_new.contains(&(rel, group.clone(), value)) {
                             held.as_deref().expect("held").check_candidate(e, rel, &group, value)?;
@@ -1184,6 +1189,7 @@ impl StratumRun {
                 changes.insert(rel, change);
             }
         }
+        self.outputs = outputs;
         for (rel, group, old) in before {
             let new = e.best(rel, &group)?;
             if let Some(new) = new {
@@ -1321,7 +1327,7 @@ impl StratumRun {
         let Step::Delta { pattern, .. } = &plan.steps[0] else { unreachable!("a resume plan starts with its key") };
         let mut run = || -> Result<(), ExecError> {
             for (key, _) in ready {
-                if exec.bind(pattern, key, &mut state)? {
+                if exec.bind(pattern, &key.packed(), &mut state)? {
                     exec.step(1, 1, &mut state)?;
                 }
             }
@@ -2040,16 +2046,13 @@ impl Exec<'_, '_> {
         Ok(())
     }
 
-    fn bind<R: Values + ?Sized>(&self, pattern: &[Pat], row: &R, st: &mut ExecState) -> Result<bool, ExecError> {
-        for (p, entry) in pattern.iter().enumerate() {
-            match entry {
-                Pat::Bind(slot) => st.regs[*slot] = row.at(p),
-                Pat::Test(expr) => {
-                    if row.at(p) != self.top(expr, st)? {
-                        return Ok(false);
-                    }
-                }
-                Pat::Skip => {}
+    fn bind<R: Values + ?Sized>(&self, pattern: &Pattern, row: &R, st: &mut ExecState) -> Result<bool, ExecError> {
+        for &(position, slot) in pattern.binds.iter() {
+            st.regs[slot] = row.at(position);
+        }
+        for (position, expr) in pattern.tests.iter() {
+            if row.at(*position) != self.top(expr, st)? {
+                return Ok(false);
             }
         }
         Ok(true)
@@ -2057,7 +2060,7 @@ impl Exec<'_, '_> {
 
     fn matched<R: Values + ?Sized>(
         &self,
-        pattern: &[Pat],
+        pattern: &Pattern,
         row: &R,
         i: usize,
         sign: i64,
@@ -2115,23 +2118,23 @@ impl Exec<'_, '_> {
                         if v.excluded(row) {
                             return Ok(());
                         }
-                        self.matched(pattern, row, i, sign, st)
+                        self.matched(pattern, &row.packed(), i, sign, st)
                     })?;
                 }
                 if let Some(bucket) = v.leaving_index.and_then(|index| index.get(&wanted)) {
-                    bucket.try_for_each(|row| self.matched(pattern, row, i, sign, st))?;
+                    bucket.try_for_each(|row| self.matched(pattern, &row.packed(), i, sign, st))?;
                 }
             }
             Step::Scan { view, pattern } => {
                 let v = &self.views[*view];
                 for row in v.rel.rows.iter() {
                     if !v.excluded(row) {
-                        self.matched(pattern, row, i, sign, st)?;
+                        self.matched(pattern, &row.packed(), i, sign, st)?;
                     }
                 }
                 if let Some(rows) = v.leaving {
                     for row in rows {
-                        self.matched(pattern, row, i, sign, st)?;
+                        self.matched(pattern, &row.packed(), i, sign, st)?;
                     }
                 }
             }

@@ -25,10 +25,13 @@ impl Expr {
     }
 }
 
-pub enum Pat {
-    Bind(usize),
-    Test(Expr),
-    Skip,
+/// How a step's row binds its atom: the registers its positions fill, then the positions that
+/// must equal an expression. Binding all first keeps the meaning of the written order: a test reads
+/// only variables bound before its position (a repeated variable is bound once and tested at its
+/// other positions), and the tests still run in order. Positions a lookup matched are neither.
+pub struct Pattern {
+    pub binds: Box<[(usize, usize)]>,
+    pub tests: Box<[(usize, Expr)]>,
 }
 
 #[derive(Clone, Copy)]
@@ -57,7 +60,7 @@ impl Cmp {
 pub enum Step {
     Delta {
         negated: bool,
-        pattern: Vec<Pat>,
+        pattern: Pattern,
     },
     Test {
         op: Cmp,
@@ -77,16 +80,16 @@ pub enum Step {
         view: usize,
         index: usize,
         key: Vec<Expr>,
-        pattern: Vec<Pat>,
+        pattern: Pattern,
     },
     Scan {
         view: usize,
-        pattern: Vec<Pat>,
+        pattern: Pattern,
     },
     Call {
         function: usize,
         inputs: Vec<Expr>,
-        pattern: Vec<Pat>,
+        pattern: Pattern,
     },
     /// A rule's `until`: the derivation goes on unless it waits (see `reopt/datalog/planner.py`).
     /// `entering` lists the literals before `until` read in their new contents, as (relation, args).
@@ -314,20 +317,20 @@ impl Reader<'_> {
         })
     }
 
-    fn pattern(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Vec<Pat>> {
-        let mut out = Vec::new();
-        for entry in item.try_iter()? {
+    fn pattern(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Pattern> {
+        let (mut binds, mut tests) = (Vec::new(), Vec::new());
+        for (position, entry) in item.try_iter()?.enumerate() {
             let entry = entry?;
             let t = entry.downcast::<PyTuple>()?;
             let kind: String = t.get_item(0)?.extract()?;
-            out.push(match kind.as_str() {
-                "bind" => Pat::Bind(t.get_item(1)?.extract()?),
-                "test" => Pat::Test(self.expr(&t.get_item(1)?)?),
-                "skip" => Pat::Skip,
+            match kind.as_str() {
+                "bind" => binds.push((position, t.get_item(1)?.extract()?)),
+                "test" => tests.push((position, self.expr(&t.get_item(1)?)?)),
+                "skip" => {}
                 other => return Err(bad(&format!("pattern {other}"))),
-            });
+            }
         }
-        Ok(out)
+        Ok(Pattern { binds: binds.into(), tests: tests.into() })
     }
 
     fn exprs(&mut self, item: &Bound<'_, PyAny>) -> PyResult<Vec<Expr>> {

@@ -66,6 +66,14 @@ impl Row {
         Value::from_parts(((kinds >> (2 * (i % KINDS_PER_WORD))) & 3) as u8, words[i])
     }
 
+    /// The words read in place, for reading many of its values: `get` finds the kinds word again
+    /// for each one.
+    #[inline]
+    pub fn packed(&self) -> Packed<'_> {
+        let words = self.0.words();
+        Packed { words, arity: arity_of(words.len()) }
+    }
+
     /// The values, unpacked on the stack.
     pub fn values(&self) -> Key {
         (0..self.arity()).map(|i| self.get(i)).collect()
@@ -159,6 +167,20 @@ impl Values for Row {
     #[inline]
     fn at(&self, i: usize) -> Value {
         self.get(i)
+    }
+}
+
+/// A row's words with its arity (`Row::packed`).
+pub struct Packed<'a> {
+    words: &'a [u64],
+    arity: usize,
+}
+
+impl Values for Packed<'_> {
+    #[inline]
+    fn at(&self, i: usize) -> Value {
+        let kinds = self.words[self.arity + i / KINDS_PER_WORD];
+        Value::from_parts(((kinds >> (2 * (i % KINDS_PER_WORD))) & 3) as u8, self.words[i])
     }
 }
 

@@ -306,25 +306,26 @@ class Optimizer:
             if stats != self._stats[mask]:
                 new_stats[mask] = stats
         new_factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
-        for mask, stats in new_stats.items():
-            self.engine.update("Stats", old=self._stats_row(mask, self._stats[mask]), new=self._stats_row(mask, stats))
-        changed_factors = [op for op, factor in new_factors.items() if factor != self._factors[op]]
-        for op in changed_factors:
-            self.engine.update("CostFactor", old=(op, self._factors[op]), new=(op, new_factors[op]))
-        new_versions = self._bumped_versions(list(new_stats), bool(changed_factors))
-        for mask, version in new_versions.items():
-            self.engine.update("StatsVersion", old=(mask, self._versions[mask]), new=(mask, version))
-        new_completions = {}
-        if self._floors_completion:
-            # a floor reads its expression's rows, and every relation's rows, scan and the cost factors
-            leaf_changed = any(mask.bit_count() == 1 for mask in new_stats)
-            all_stats = {**self._stats, **new_stats}
-            floors = self._completions(all_stats, new_factors, self._subsets if leaf_changed or changed_factors
-                                       else new_stats)
-            new_completions = {mask: h for mask, h in floors.items() if h != self._completion[mask]}
-            for mask, h in new_completions.items():
-                self.engine.update("Completion", old=(mask, self._completion[mask]), new=(mask, h))
+        new_versions: dict[int, int] = {}
+        new_completions: dict[int, float] = {}
+        # nothing stays queued if computing a later batch fails: the next run would apply it
         try:
+            self._replace("Stats", [(self._stats_row(mask, self._stats[mask]), self._stats_row(mask, stats))
+                                    for mask, stats in new_stats.items()])
+            changed_factors = [op for op, factor in new_factors.items() if factor != self._factors[op]]
+            self._replace("CostFactor", [((op, self._factors[op]), (op, new_factors[op])) for op in changed_factors])
+            new_versions = self._bumped_versions(list(new_stats), bool(changed_factors))
+            self._replace("StatsVersion", [((mask, self._versions[mask]), (mask, version))
+                                           for mask, version in new_versions.items()])
+            if self._floors_completion:
+                # a floor reads its expression's rows, and every relation's rows, scan and the cost factors
+                leaf_changed = any(mask.bit_count() == 1 for mask in new_stats)
+                all_stats = {**self._stats, **new_stats}
+                floors = self._completions(all_stats, new_factors, self._subsets if leaf_changed or changed_factors
+                                           else new_stats)
+                new_completions = {mask: h for mask, h in floors.items() if h != self._completion[mask]}
+                self._replace("Completion", [((mask, self._completion[mask]), (mask, h))
+                                             for mask, h in new_completions.items()])
             self.engine.run(deltas=False)
         except BaseException:
             self.engine.discard_pending()
@@ -335,6 +336,13 @@ class Optimizer:
         self._versions.update(new_versions)
         self._completion.update(new_completions)
         return self._extract()
+
+    def _replace(self, relation: str, pairs: list[tuple[tuple, tuple]]) -> None:
+        """Queue each (old, new) row replacement, in two batches: a re-optimization replaces
+        hundreds of statistics, and the engine checks a batch's rows in one pass."""
+        if pairs:
+            self.engine.delete(relation, [old for old, _ in pairs])
+            self.engine.insert(relation, [new for _, new in pairs])
 
     def _rebuilt(self, catalog: Catalog, tree: list[tuple[int, int]]) -> Plan:
         """The best plan over another greedy join order, optimized afresh: a new order is a new plan
