@@ -79,6 +79,33 @@ def test_reoptimize_equals_full_reoptimization_after_every_delta(shape, n, seed,
         assert_equals_full(optimizer, plan)
 
 
+def best_plans_from_the_root(optimizer) -> set:
+    """Every plan at its entry's best cost reachable from the root through such plans (all tied
+    ones), read from the engine's best costs and plan costs."""
+    engine, found, todo = optimizer.engine, set(), [(optimizer.query.full, "any")]
+    while todo:
+        expr, prop = todo.pop()
+        (best,) = engine.lookup("BestCost", (0, 1), (expr, prop))
+        for row in engine.lookup("PlanCost", (0, 1, 8), best) - found:
+            found.add(row)
+            kind, left, right = row[2], row[4:6], row[6:8]
+            todo += {"scan": [], "unary": [left], "join": [left, right]}[kind]
+    return found
+
+
+@pytest.mark.parametrize("setting", ["goal", "none", "all"])
+@given(st.sampled_from(SHAPES), st.integers(min_value=2, max_value=5), st.integers(min_value=0, max_value=10**6),
+       st.data())
+def test_best_plan_holds_the_best_plans_from_the_root_and_no_other_entry(setting, shape, n, seed, data):
+    query, catalog = generated(shape, n, seed)
+    optimizer = reopt.Optimizer(query, catalog, reopt.OptimizerConfig.setting(setting))
+    optimizer.optimize()
+    assert optimizer.engine.rows("BestPlan") == best_plans_from_the_root(optimizer)
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        optimizer.reoptimize(data.draw(delta_for(query, optimizer)))
+        assert optimizer.engine.rows("BestPlan") == best_plans_from_the_root(optimizer)
+
+
 @pytest.fixture
 def q5_optimizer(backend):
     """One optimizer per backend, re-optimized across all examples of the property below."""
