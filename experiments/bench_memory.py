@@ -73,13 +73,13 @@ def main() -> None:
             continue
         r = results[backend] = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"  {backend}: {r['relations']} relations, {r['alternatives']} alternatives, {r['seconds']:.2f} s, "
-              f"peak {r['peak_bytes'] / 2**20:.0f} MB (grew {(r['peak_bytes'] - r['before_bytes']) / 2**20:.0f} MB), "
+              f"peak {r['peak_bytes'] / 2**20:.1f} MB (grew {(r['peak_bytes'] - r['before_bytes']) / 2**20:.1f} MB), "
               f"cost {r['cost']:.6g}")
     if "native" in results and "python" in results:
         n, p = results["native"], results["python"]
         assert n["cost"] == p["cost"], "the backends chose plans of different cost"
         share = (n["peak_bytes"] - n["before_bytes"]) / (p["peak_bytes"] - p["before_bytes"])
-        print(f"native's growth is {share:.2f} of python's (target at most 0.20); peak {n['peak_bytes'] / p['peak_bytes']:.2f}; "
+        print(f"native's growth is {share:.3f} of python's (target at most 0.20); peak {n['peak_bytes'] / p['peak_bytes']:.2f}; "
               f"time {p['seconds'] / n['seconds']:.1f}x faster")
 
 
