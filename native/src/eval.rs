@@ -1052,7 +1052,7 @@ impl StratumRun {
         &mut self,
         e: &mut Engine,
         py: Python<'_>,
-        outputs: Outputs,
+        mut outputs: Outputs,
         monotone: bool,
         mut held: Option<&mut Held>,
         journal: &mut Journal,
@@ -1061,7 +1061,6 @@ impl StratumRun {
         self.apply_wait_changes(e, journal)?;
         // the best of each group some derivations wait on, before this round's candidates
         let mut before: Vec<(usize, Row, Value)> = Vec::new();
-        let mut outputs = outputs;
         for (&rel, out) in outputs.iter_mut() {
             if out.is_empty() {
                 continue;

@@ -63,7 +63,7 @@ impl Row {
         } else {
             words[arity_of(words.len()) + i / KINDS_PER_WORD]
         };
-        Value::from_parts(((kinds >> (2 * (i % KINDS_PER_WORD))) & 3) as u8, words[i])
+        unpack(words, kinds, i)
     }
 
     /// The words read in place, for reading many of its values: `get` finds the kinds word again
@@ -179,9 +179,14 @@ pub struct Packed<'a> {
 impl Values for Packed<'_> {
     #[inline]
     fn at(&self, i: usize) -> Value {
-        let kinds = self.words[self.arity + i / KINDS_PER_WORD];
-        Value::from_parts(((kinds >> (2 * (i % KINDS_PER_WORD))) & 3) as u8, self.words[i])
+        unpack(self.words, self.words[self.arity + i / KINDS_PER_WORD], i)
     }
+}
+
+/// Value `i` of a packed row, whose kind is in `kinds` (the row's kinds word that holds it).
+#[inline]
+fn unpack(words: &[u64], kinds: u64, i: usize) -> Value {
+    Value::from_parts(((kinds >> (2 * (i % KINDS_PER_WORD))) & 3) as u8, words[i])
 }
 
 impl Values for [Value] {

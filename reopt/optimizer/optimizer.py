@@ -306,7 +306,6 @@ class Optimizer:
             if stats != self._stats[mask]:
                 new_stats[mask] = stats
         new_factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
-        new_versions: dict[int, int] = {}
         new_completions: dict[int, float] = {}
         # nothing stays queued if computing a later batch fails: the next run would apply it
         try:

@@ -1,0 +1,76 @@
+"""The native core's instructions per Join Order Benchmark optimization and join change, under callgrind.
+
+This host's wall clock moves by 10-20% between repetitions of the same code, more than most changes
+to the core make; instruction counts do not. For each query, a child process optimizes it and then
+makes its first join's selectivity x8 and undoes it, ``pairs`` times, under ``valgrind
+--tool=callgrind`` with collection only inside the core's runs (``Engine::run``). Run once with no
+pair and once with ``--pairs``, the difference divided by the pairs is what one change and its undo
+cost; the run with no pair is the initial optimization's. Counts vary by about half a percent from
+run to run (Python's string hashing orders some of the engine's input). Needs valgrind (not
+installed by the project: ``apt-get install valgrind``); set PYTHONPATH to measure another tree.
+
+    .venv/bin/python experiments/core_instructions.py [--only 9a,22a] [--pairs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
+
+
+def child(query: str, pairs: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import reopt
+    from bench_job import _changes
+    from reopt.optimizer import parse_sql
+
+    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
+    parsed = parse_sql((JOB / "queries" / f"{query}.sql").read_text(), catalog)
+    optimizer = reopt.Optimizer(parsed, catalog)
+    optimizer.optimize()
+    _label, change, undo = next(c for c in _changes(parsed, catalog) if c[0].startswith("join"))
+    for _ in range(pairs):
+        optimizer.reoptimize(change)
+        optimizer.reoptimize(undo)
+
+
+def instructions(query: str, pairs: int) -> int:
+    """Instructions inside the core's runs of a child that optimizes and makes ``pairs`` changes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*Engine::run*",
+                        f"--callgrind-out-file={out}", sys.executable, __file__, "--child", query,
+                        "--pairs", str(pairs)], check=True, capture_output=True)
+        summary = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
+        if summary is None:
+            raise RuntimeError(f"no instruction count in callgrind's output for {query}")
+        return int(summary.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="9a,22a,30a", help="comma-separated JOB queries")
+    parser.add_argument("--pairs", type=int, default=2, help="changes made and undone, after the optimization")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.pairs)
+        return
+    if shutil.which("valgrind") is None:
+        parser.error("valgrind is not installed (apt-get install valgrind)")
+    print(f"{'query':<7}{'optimize() M':>14}{'per change and undo M':>23}", flush=True)
+    for query in args.only.split(","):
+        initial = instructions(query, 0)
+        with_pairs = instructions(query, args.pairs)
+        print(f"{query:<7}{initial / 1e6:>14.1f}{(with_pairs - initial) / args.pairs / 1e6:>23.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
