@@ -461,18 +461,25 @@ class Optimizer:
         self._estimator, self._completion = estimator, completions
 
     def _extract(self) -> Plan:
-        return Plan(self._node(self.query.full, ANY), self.query)
+        # BestPlan holds only the best plans' entries (OnBest), so one read of it costs less than a
+        # lookup per node; of tied plans, the least by kind, operator and inputs, as in every backend
+        chosen: dict[tuple[int, str], tuple] = {}
+        for row in self.engine.rows("BestPlan"):
+            entry = row[:2]
+            if entry not in chosen or row[2:8] < chosen[entry][2:8]:
+                chosen[entry] = row
+        return Plan(self._node(self.query.full, ANY, chosen), self.query)
 
-    def _node(self, expr: int, prop: str) -> PlanNode:
-        rows = self.engine.lookup("BestPlan", (0, 1), (expr, prop))
-        if not rows:
+    def _node(self, expr: int, prop: str, chosen: dict[tuple[int, str], tuple]) -> PlanNode:
+        row = chosen.get((expr, prop))
+        if row is None:
             raise OptimizerError(f"no feasible plan for {self.query.label(expr)} with property {prop}")
-        _e, _p, kind, op, left, lprop, right, rprop, cost = min(rows, key=lambda r: r[2:8])
+        _e, _p, kind, op, left, lprop, right, rprop, cost = row
         children = []
         if kind != "scan":
-            children.append(self._node(left, lprop))
+            children.append(self._node(left, lprop, chosen))
         if kind == "join":
-            children.append(self._node(right, rprop))
+            children.append(self._node(right, rprop, chosen))
         stats = self._stats[expr]
         factor = self._factors[op]
         local = self.costs.local(op, stats, *(self._stats[c.expr] for c in children), factor=factor)
