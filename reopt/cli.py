@@ -5,7 +5,7 @@ micro-batch run with the current plan and re-optimized from what Spark observed,
 initial plan kept static. ``reopt engine-demo`` shows the incremental datalog engine alone: shortest
 paths on a random graph kept up to date under single-edge changes, each checked against networkx.
 ``reopt explain QUERY.sql --tpch SCALE`` (or ``--stats FILE.json``) prints the best plan of a query
-(``--format text|json|dot``).
+(``--format text|json|dot``); ``reopt explain Q5`` that of a bundled TPC-H query.
 ``reopt eval RULES.dl --facts FACTS.json`` evaluates any rule file on facts given as JSON. ``-`` in
 place of the query or facts file reads standard input.
 """
@@ -31,6 +31,7 @@ from . import __version__
 from .datalog import DatalogError, Engine, Program
 from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError, QueryTooLargeError
 from .optimizer.optimizer import PRUNING_SETTINGS
+from .optimizer.workloads import TPCH
 
 EXAMPLES = resources.files("reopt") / "rules" / "examples"
 
@@ -179,8 +180,22 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _query_text(name: str) -> str:
+    """The query file's text; where no such file exists, the bundled TPC-H query of that name (any
+    case), since the installed package's query files are not where a user would look for them."""
+    if name != "-" and not Path(name).exists():
+        bundled = {key.lower(): key for key in TPCH}
+        if name.lower() in bundled:
+            return TPCH[bundled[name.lower()]]
+        if not any(c.isspace() for c in name):  # text with spaces is a typed query: _read_text says so
+            shown = name if len(name) <= 60 else name[:57] + "..."
+            raise _InputError(f"no query file {shown}: give a file, - to read standard input, or a bundled "
+                              f"query ({', '.join(TPCH)})")
+    return _read_text(name, "query file")
+
+
 def _explain(args: argparse.Namespace) -> int:
-    sql = _read_text(args.query, "query file")
+    sql = _query_text(args.query)
     catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
     start = time.perf_counter()
     config = OptimizerConfig(beyond_limit=args.beyond_limit)
@@ -224,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     engine_demo.add_argument("--seed", type=int, default=7)
     engine_demo.set_defaults(handler=_engine_demo)
     explain = sub.add_parser("explain", help="print the best plan of a SQL query")
-    explain.add_argument("query", help="a file holding one SELECT statement, or - to read it from standard input")
+    explain.add_argument("query", help="a file holding one SELECT statement, - to read it from standard input, or "
+                                       f"the name of a bundled TPC-H query ({', '.join(TPCH)})")
     source = explain.add_mutually_exclusive_group()
     source.add_argument("--tpch", type=float, default=1.0, metavar="SCALE",
                         help="use TPC-H statistics at this scale factor (default 1)")

@@ -5,7 +5,9 @@ import json
 import subprocess
 import sys
 
+from reopt import Catalog, Optimizer
 from reopt.cli import main
+from reopt.optimizer.workloads import TPCH
 
 from .conftest import EXAMPLES, ROOT
 
@@ -43,6 +45,27 @@ def test_a_query_given_in_place_of_a_file_is_refused_with_a_hint(capsys):
     assert main(["explain", "select * from region"]) == 2
     assert "cannot read query file select * from region: No such file or directory (give a file, or - to read " \
            "standard input)" in capsys.readouterr().err
+
+
+def test_explain_reads_a_bundled_query_by_name_where_no_such_file_exists(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "q8join", "--format", "json"]) == 0
+    plan = Optimizer.from_sql(TPCH["Q8Join"], Catalog.tpch(1)).optimize()
+    assert json.loads(capsys.readouterr().out) == plan.to_dict()
+
+
+def test_a_file_named_like_a_bundled_query_is_read_as_the_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Q5").write_text("select * from region r, nation n where r.r_regionkey = n.n_regionkey")
+    assert main(["explain", "Q5"]) == 0
+    assert "join order: (n BHJ r)" in capsys.readouterr().out
+
+
+def test_a_missing_query_file_is_refused_naming_the_bundled_queries(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "Q7"]) == 2
+    assert capsys.readouterr().err == ("error: no query file Q7: give a file, - to read standard input, or a bundled "
+                                       "query (Q3, Q5, Q10, Q8Join)\n")
 
 
 def test_unreadable_standard_input_is_an_error_not_a_traceback(capsys):
