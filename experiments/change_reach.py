@@ -73,8 +73,9 @@ def queries(only: str | None, min_relations: int | None, catalog: reopt.Catalog)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="comma-separated JOB queries (default: 13a,20a,22a,26a,30a)")
-    parser.add_argument("--min-relations", type=int, help="every JOB query joining at least this many relations")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--only", help="comma-separated JOB queries (default: 13a,20a,22a,26a,30a)")
+    which.add_argument("--min-relations", type=int, help="every JOB query joining at least this many relations")
     args = parser.parse_args()
     if args.only is None and args.min_relations is None:
         args.only = "13a,20a,22a,26a,30a"

@@ -137,6 +137,16 @@ class _InputError(Exception):
     """A file the command was given cannot be used; the message says which and why."""
 
 
+def _shown(path: str) -> str:
+    """A path as an error message shows it, cut to a readable length."""
+    return path if len(path) <= 60 else path[:57] + "..."
+
+
+def _typed(path: str) -> bool:
+    """Whether text given where a path belongs looks typed in (a query on the command line)."""
+    return any(c.isspace() for c in path)
+
+
 def _read_text(path: str, what: str) -> str:
     """The file's text, or standard input's for ``-``."""
     if path == "-":
@@ -149,12 +159,10 @@ def _read_text(path: str, what: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        shown = path if len(path) <= 60 else path[:57] + "..."
-        # text where a path belongs (a query typed on the command line) is not found as a file
-        hint = " (give a file, or - to read standard input)" if any(c.isspace() for c in path) else ""
-        raise _InputError(f"cannot read {what} {shown}: {exc.strerror}{hint}") from None
+        hint = " (give a file, or - to read standard input)" if _typed(path) else ""
+        raise _InputError(f"cannot read {what} {_shown(path)}: {exc.strerror}{hint}") from None
     except UnicodeDecodeError as exc:
-        raise _InputError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+        raise _InputError(f"{what} {_shown(path)} is not UTF-8 text (byte {exc.start})") from None
 
 
 def _facts(path: str) -> dict[str, list[tuple]]:
@@ -187,9 +195,8 @@ def _query_text(name: str) -> str:
         bundled = {key.lower(): key for key in TPCH}
         if name.lower() in bundled:
             return TPCH[bundled[name.lower()]]
-        if not any(c.isspace() for c in name):  # text with spaces is a typed query: _read_text says so
-            shown = name if len(name) <= 60 else name[:57] + "..."
-            raise _InputError(f"no query file {shown}: give a file, - to read standard input, or a bundled "
+        if not _typed(name):  # a typed query: _read_text's error says so
+            raise _InputError(f"no query file {_shown(name)}: give a file, - to read standard input, or a bundled "
                               f"query ({', '.join(TPCH)})")
     return _read_text(name, "query file")
 
