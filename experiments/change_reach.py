@@ -22,7 +22,7 @@ each on the original statistics), and compares:
 
 A diagnostic: it counts, it does not time.
 
-    .venv/bin/python experiments/change_reach.py [--only 13a,20a,22a,26a,30a] [--min-relations N]
+    .venv/bin/python experiments/change_reach.py [--only 13a,20a,22a,26a,30a | --min-relations N]
 """
 
 from __future__ import annotations
