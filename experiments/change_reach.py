@@ -13,12 +13,14 @@ each on the original statistics), and compares:
   ``gone``: plan costs derived or retracted outright (entries released or held, plans that stop or
   start waiting);
 * ``spared``: grown plan costs whose old cost is still above their entry's new best (its least plan
-  cost, also where the release holds the entry). A lazy bound
-  could keep those at their old cost, a lower bound of the new one (costs only grow with a plan's
-  inputs and statistics), and re-cost them only if their entry's best rose to it. Nothing bounds a
-  fallen cost by its old one, so after x1/8 nothing is spared;
-* ``at most``: the speed-up of the change's plan-cost work if the spared rows cost nothing and every
-  other row cost as much as now, ``fired / (fired - 2 * spared)``.
+  cost, also where the release holds the entry). A lazy bound could leave those uncosted, waiting
+  at their old cost, a lower bound of the new one (costs only grow with a plan's inputs and
+  statistics), until their entry's best rose to it. Their old rows must still be retracted (the
+  entry's minimum must lose them), so only the new derivation is spared. Nothing bounds a fallen
+  cost by its old one, so after x1/8 nothing is spared;
+* ``at most``: the speed-up of the change's plan-cost work if the spared derivations cost nothing
+  and every other one cost as much as now, ``fired / (fired - spared)``. Session 31 built such a
+  bound and measured what it does (docs/pruning.md, "Session 31").
 
 A diagnostic: it counts, it does not time.
 
@@ -97,7 +99,7 @@ def main() -> None:
             counts = reach(before, plan_costs(optimizer))
             counts["fired"] = optimizer.engine.stats.last["PlanCost"].fired
             redundant += counts["fired"] - counts["net"]
-            ceiling = counts["fired"] / max(counts["fired"] - 2 * counts["spared"], 1)
+            ceiling = counts["fired"] / max(counts["fired"] - counts["spared"], 1)
             ceilings[label].append(ceiling)
             print(f"{name:<7}{len(query.relations):>5}  {label:<10}" + "".join(f"{counts[c]:>8,}" for c in columns)
                   + f"{ceiling:>8.2f}x", flush=True)

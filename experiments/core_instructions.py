@@ -5,8 +5,10 @@ to the core make; instruction counts do not. For each query, a child process opt
 makes its first join's selectivity x8 and undoes it, ``pairs`` times, under ``valgrind
 --tool=callgrind`` with collection only inside the core's runs (``Engine::run``). Run once with no
 pair and once with ``--pairs``, the difference divided by the pairs is what one change and its undo
-cost; the run with no pair is the initial optimization's. Counts vary by about half a percent from
-run to run (Python's string hashing orders some of the engine's input). Needs valgrind (not
+cost; the run with no pair is the initial optimization's. The child runs with ``PYTHONHASHSEED=0``:
+Python's string hashing orders some of the engine's input, and with a random seed the counts moved
+by about half a percent from run to run, as much as many changes to the core; with the seed fixed,
+two trees are compared on the same order. Needs valgrind (not
 installed by the project: ``apt-get install valgrind``); set PYTHONPATH to measure another tree.
 
     .venv/bin/python experiments/core_instructions.py [--only 9a,22a] [--pairs 2]
@@ -15,6 +17,7 @@ installed by the project: ``apt-get install valgrind``); set PYTHONPATH to measu
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -47,7 +50,8 @@ def instructions(query: str, pairs: int) -> int:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*Engine::run*",
                         f"--callgrind-out-file={out}", sys.executable, __file__, "--child", query,
-                        "--pairs", str(pairs)], check=True, capture_output=True)
+                        "--pairs", str(pairs)], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONHASHSEED": "0"})
         summary = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
         if summary is None:
             raise RuntimeError(f"no instruction count in callgrind's output for {query}")
