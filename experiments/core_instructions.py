@@ -2,14 +2,16 @@
 
 This host's wall clock moves by 10-20% between repetitions of the same code, more than most changes
 to the core make; instruction counts do not. For each query, a child process optimizes it and then
-makes its first join's selectivity x8 and undoes it, ``pairs`` times, under ``valgrind
---tool=callgrind`` with collection only inside the core's runs (``Engine::run``). Run once with no
-pair and once with ``--pairs``, the difference divided by the pairs is what one change and its undo
-cost; the run with no pair is the initial optimization's. The child runs with ``PYTHONHASHSEED=0``:
-Python's string hashing orders some of the engine's input, and with a random seed the counts moved
-by about half a percent from run to run, as much as many changes to the core; with the seed fixed,
-two trees are compared on the same order. Needs valgrind (not
-installed by the project: ``apt-get install valgrind``); set PYTHONPATH to measure another tree.
+makes its first join's selectivity x8 and undoes it in turn, under ``valgrind --tool=callgrind``
+with collection only inside the core's runs (``Engine::run``), three times: with no change (the
+initial optimization's count), with the first change alone (which also builds the indexes that only
+a change reads, once), and with ``--pairs`` undos and changes after it (their difference to the
+second, divided by the pairs, is what a change and its undo cost from then on). The child runs
+with ``PYTHONHASHSEED=0``: Python's string hashing orders some of the engine's input, and with a
+random seed the counts moved by about half a percent from run to run, as much as many changes to
+the core; with the seed fixed, a run repeats its count exactly and two trees are compared on the
+same order. Needs valgrind (not installed by the project: ``apt-get install valgrind``); set
+PYTHONPATH to measure another tree.
 
     .venv/bin/python experiments/core_instructions.py [--only 9a,22a] [--pairs 2]
 """
@@ -28,7 +30,7 @@ from pathlib import Path
 JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 
 
-def child(query: str, pairs: int) -> None:
+def child(query: str, steps: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import reopt
     from bench_job import _changes
@@ -39,18 +41,18 @@ def child(query: str, pairs: int) -> None:
     optimizer = reopt.Optimizer(parsed, catalog)
     optimizer.optimize()
     _label, change, undo = next(c for c in _changes(parsed, catalog) if c[0].startswith("join"))
-    for _ in range(pairs):
-        optimizer.reoptimize(change)
-        optimizer.reoptimize(undo)
+    for step in range(steps):
+        optimizer.reoptimize(undo if step % 2 else change)
 
 
-def instructions(query: str, pairs: int) -> int:
-    """Instructions inside the core's runs of a child that optimizes and makes ``pairs`` changes."""
+def instructions(query: str, steps: int) -> int:
+    """Instructions inside the core's runs of a child that optimizes and then re-optimizes ``steps``
+    times, making the change and undoing it in turn."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*Engine::run*",
                         f"--callgrind-out-file={out}", sys.executable, __file__, "--child", query,
-                        "--pairs", str(pairs)], check=True, capture_output=True,
+                        "--steps", str(steps)], check=True, capture_output=True,
                        env={**os.environ, "PYTHONHASHSEED": "0"})
         summary = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
         if summary is None:
@@ -63,17 +65,20 @@ def main() -> None:
     parser.add_argument("--only", default="9a,22a,30a", help="comma-separated JOB queries")
     parser.add_argument("--pairs", type=int, default=2, help="changes made and undone, after the optimization")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.pairs)
+        child(args.child, args.steps)
         return
+    if args.pairs < 1:
+        parser.error(f"--pairs must be at least 1, got {args.pairs}")
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (apt-get install valgrind)")
-    print(f"{'query':<7}{'optimize() M':>14}{'per change and undo M':>23}", flush=True)
+    print(f"{'query':<7}{'optimize() M':>14}{'first change M':>16}{'per change and undo M':>23}", flush=True)
     for query in args.only.split(","):
-        initial = instructions(query, 0)
-        with_pairs = instructions(query, args.pairs)
-        print(f"{query:<7}{initial / 1e6:>14.1f}{(with_pairs - initial) / args.pairs / 1e6:>23.1f}", flush=True)
+        initial, first, later = (instructions(query, steps) for steps in (0, 1, 1 + 2 * args.pairs))
+        print(f"{query:<7}{initial / 1e6:>14.1f}{(first - initial) / 1e6:>16.1f}"
+              f"{(later - first) / args.pairs / 1e6:>23.1f}", flush=True)
 
 
 if __name__ == "__main__":
