@@ -22,35 +22,12 @@ import statistics
 import time
 
 import reopt
+from core_clock import Clock
 from reopt.baselines import TopDownOptimizer
-from reopt.datalog import nativecore
-from reopt.optimizer import cost, parse_sql, plan_space
+from reopt.optimizer import parse_sql
 from reopt.optimizer.workloads import TPCH
 
 QUERIES = ("Q5", "Q10", "Q8Join")
-
-
-class Clock:
-    """Seconds spent in the native core's runs and in the Python functions they call."""
-
-    def __init__(self) -> None:
-        self.core = 0.0
-        self.functions = 0.0
-
-    def wrap(self, fn, field: str):
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                setattr(self, field, getattr(self, field) + time.perf_counter() - start)
-        return timed
-
-    def install(self) -> None:
-        for owner, name in ((cost.CostModel, "scan"), (cost.CostModel, "unary"), (cost.CostModel, "join"),
-                            (plan_space.PlanSpace, "split")):
-            setattr(owner, name, self.wrap(getattr(owner, name), "functions"))
-        nativecore.NativeCore.run = self.wrap(nativecore.NativeCore.run, "core")
 
 
 def main() -> None:
@@ -72,12 +49,12 @@ def main() -> None:
         core: list[float] = []
         for _ in range(args.runs):
             for optimizer, build in optimizers.items():
-                clock.core = clock.functions = 0.0
+                clock.reset()
                 start = time.perf_counter()
                 build().optimize()
                 times[optimizer].append(time.perf_counter() - start)
                 if optimizer == "native":
-                    core.append(clock.core - clock.functions)
+                    core.append(clock.core_own)
         native, python, topdown, inside = (statistics.median(v) for v in (*times.values(), core))
         print(f"{name:<8}{native * 1e3:>11.2f}{inside * 1e3:>10.2f}{python * 1e3:>11.2f}"
               f"{python / native:>14.1f}x{python / (native - inside):>22.1f}x"
