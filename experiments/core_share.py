@@ -10,9 +10,10 @@ optimizer: what is left of the native time over top-down's, the least native / t
 that took no time would leave. Each optimizer is timed ``--runs`` times in turns, medians. The
 timers' own cost falls on the Python side, top-down's included (it calls the same cost functions
 and splits), so every time here is a little longer than in ``bench_optimizer.py`` and the bounds a
-little generous.
+little generous. ``--setting goal`` measures the default optimizer instead, for issue 14's
+target on initial optimization (at most 1.5x top-down).
 
-    .venv/bin/python experiments/core_share.py [--runs 11]
+    .venv/bin/python experiments/core_share.py [--runs 11] [--setting none|goal]
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ QUERIES = ("Q5", "Q10", "Q8Join")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--setting", default="none", choices=("none", "goal"),
+                        help="pruning setting of both backends' optimizers (none: issue 13's targets)")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     clock = Clock()
     clock.install()
     catalog = reopt.Catalog.tpch(1)
@@ -42,7 +47,7 @@ def main() -> None:
     for name in QUERIES:
         query = parse_sql(TPCH[name], catalog)
         # each timed call builds its optimizer: construction (estimates included) is part of optimizing
-        configs = {backend: reopt.OptimizerConfig.setting("none", backend=backend) for backend in ("native", "python")}
+        configs = {backend: reopt.OptimizerConfig.setting(args.setting, backend=backend) for backend in ("native", "python")}
         optimizers = {kind: (lambda c=config: reopt.Optimizer(query, catalog, c)) for kind, config in configs.items()}
         optimizers["top-down"] = lambda: TopDownOptimizer(query, catalog)
         times: dict[str, list[float]] = {kind: [] for kind in optimizers}
