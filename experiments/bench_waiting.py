@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 
 import reopt
-from changes import FACTORS, selectivity_change
+from changes import join_changes, selectivity_change
 from reopt.baselines import TopDownOptimizer
 from reopt.optimizer.sql import parse_sql
 from reopt.optimizer.workloads import TPCH
@@ -77,8 +77,7 @@ def cases(job: list[str]):
     catalog = reopt.Catalog.tpch(1)
     for name in ("Q5", "Q10", "Q8Join"):
         query = parse_sql(TPCH[name], catalog)
-        yield name, query, catalog, [selectivity_change(query, catalog, p.text, f) for p in query.joins
-                                     for f in FACTORS]
+        yield name, query, catalog, join_changes(query, catalog)
     imdb = reopt.Catalog.load(JOB / "imdb_stats.json")
     for name in job:
         query = parse_sql((JOB / "queries" / f"{name}.sql").read_text(), imdb)

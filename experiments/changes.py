@@ -18,3 +18,10 @@ def selectivity_change(query: reopt.Query, catalog: reopt.Catalog, predicate: st
         estimator.rows(query.mask([left])) * estimator.rows(query.mask([right])))
     return (reopt.DeltaStats.selectivity(predicate, min(1.0, base * factor)),
             reopt.DeltaStats.selectivity(predicate, min(1.0, base)))
+
+
+def join_changes(query: reopt.Query, catalog: reopt.Catalog) -> list[tuple[reopt.DeltaStats, reopt.DeltaStats]]:
+    """The (change, revert) pairs of every join predicate's selectivity scaled by each of
+    ``FACTORS``, all from ``catalog``'s statistics (each change is reverted before the next)."""
+    return [selectivity_change(query, catalog, predicate.text, factor)
+            for predicate in query.joins for factor in FACTORS]

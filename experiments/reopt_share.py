@@ -26,7 +26,7 @@ import statistics
 import time
 
 import reopt
-from changes import FACTORS, selectivity_change
+from changes import join_changes
 from core_clock import Clock
 from reopt.baselines import TopDownOptimizer
 from reopt.optimizer.workloads import TPCH
@@ -44,8 +44,7 @@ def samples(name: str, rounds: int, clock: Clock) -> dict[str, list[float]]:
     optimizer = reopt.Optimizer.from_sql(TPCH[name], catalog, reopt.OptimizerConfig(backend="native"))
     optimizer.optimize()
     query = optimizer.query
-    changes = [selectivity_change(query, catalog, predicate.text, factor)
-               for predicate in query.joins for factor in FACTORS]
+    changes = join_changes(query, catalog)
     for delta, revert in changes:
         optimizer.reoptimize(delta)
         optimizer.reoptimize(revert)
