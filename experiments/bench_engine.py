@@ -1,7 +1,7 @@
 """Engine benchmark: shortest paths on a random graph, from scratch vs single-edge updates, per backend.
 
 Times, in one process and for each evaluation backend (native and python side by side), a
-from-scratch evaluation of reopt/rules/examples/shortest_paths.dl (new engine, all facts inserted, run)
+from-scratch evaluation of rules/examples/shortest_paths.dl (new engine, all facts inserted, run)
 and the same sequence of single-edge updates of four kinds (weight up, weight down, insert, delete),
 and prints medians, the ratio scratch / update, and native's speedup over python. Each backend's
 final incremental state is checked against networkx Dijkstra, so the figures are for correct results.
@@ -26,7 +26,7 @@ from reopt.datalog import Engine, Program
 from timing import interleaved_samples
 
 BLOCK = 10  # updates of each kind timed on one backend before the next takes its turn
-RULES = Path(__file__).resolve().parent.parent / "reopt" / "rules" / "examples" / "shortest_paths.dl"
+RULES = Path(__file__).resolve().parent.parent / "rules" / "examples" / "shortest_paths.dl"
 
 
 def random_graph(n_edges: int, rng: random.Random) -> dict[tuple[int, int], int]:

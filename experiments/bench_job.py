@@ -47,7 +47,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 OPTIMIZERS = ("default", "none", "topdown", "bottomup")
 CHANGES = ("join x8", "join x1/8", "table x8")
 CLASSES = ((4, 6), (7, 9), (10, 12), (13, 17))
@@ -85,8 +84,10 @@ def child(name: str, optimizer: str, repeat: str) -> None:
         fields["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(fields), flush=True)
 
-    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
-    query = parse_sql((JOB / "queries" / f"{name}.sql").read_text(), catalog)
+    from reopt.optimizer.workloads import job_catalog, job_sql
+
+    catalog = job_catalog()
+    query = parse_sql(job_sql(name), catalog)
     report(subsets=len(query.connected_subsets()), pairs=len(query.connected_pairs()))
     changes = _changes(query, catalog)
     try:
@@ -297,7 +298,6 @@ def plot(results: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=Path, default=JOB / "queries")
     parser.add_argument("--only", help="comma-separated query names, e.g. 1a,26a")
     parser.add_argument("--optimizers", default=",".join(OPTIMIZERS))
     parser.add_argument("--timeout", type=float, default=60.0)
@@ -314,14 +314,16 @@ def main() -> None:
     if args.child:
         child(*args.child.split(":"))
         return
-    names = args.only.split(",") if args.only else sorted(
-        (p.stem for p in args.queries.glob("*.sql")), key=lambda s: (int(s[:-1]), s))
-    optimizers = args.optimizers.split(",")
-    import reopt
     from reopt.optimizer import parse_sql
+    from reopt.optimizer.workloads import JOB_NAMES, job_catalog, job_sql
 
-    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
-    relations = {n: len(parse_sql((args.queries / f"{n}.sql").read_text(), catalog).relations) for n in names}
+    names = args.only.split(",") if args.only else list(JOB_NAMES)
+    unknown = sorted(set(names) - set(JOB_NAMES))
+    if unknown:
+        parser.error(f"--only names no JOB query: {', '.join(unknown)}")
+    optimizers = args.optimizers.split(",")
+    catalog = job_catalog()
+    relations = {n: len(parse_sql(job_sql(n), catalog).relations) for n in names}
     args.out.mkdir(parents=True, exist_ok=True)
     saved = args.out / "job.json"
     # Results are saved after every task, so an interrupted run resumes where it stopped (--resume).

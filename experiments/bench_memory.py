@@ -19,17 +19,15 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
-
-JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 
 
 def child(query: str, pruning: str, backend: str, max_join_pairs: int | str | None) -> None:
     import reopt
     from reopt.optimizer import parse_sql
+    from reopt.optimizer.workloads import job_catalog, job_sql
 
-    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
-    sql = (JOB / "queries" / f"{query}.sql").read_text()
+    catalog = job_catalog()
+    sql = job_sql(query)
     config = replace(reopt.OptimizerConfig.setting(pruning, backend=backend), max_join_pairs=max_join_pairs)
     parsed = parse_sql(sql, catalog)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -25,10 +25,9 @@ import reopt
 from changes import join_changes, selectivity_change
 from reopt.baselines import TopDownOptimizer
 from reopt.optimizer.sql import parse_sql
-from reopt.optimizer.workloads import TPCH
+from reopt.optimizer.workloads import TPCH, job_catalog, job_sql
 from timing import timed
 
-JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 SWITCHES = {"wait": "plans_wait", "floor": "completion_floor"}  # --switch: the OptimizerConfig field
 
 
@@ -78,9 +77,9 @@ def cases(job: list[str]):
     for name in ("Q5", "Q10", "Q8Join"):
         query = parse_sql(TPCH[name], catalog)
         yield name, query, catalog, join_changes(query, catalog)
-    imdb = reopt.Catalog.load(JOB / "imdb_stats.json")
+    imdb = job_catalog()
     for name in job:
-        query = parse_sql((JOB / "queries" / f"{name}.sql").read_text(), imdb)
+        query = parse_sql(job_sql(name), imdb)
         predicate = sorted(p.text for p in query.joins)[0]
         table = max({t for _, t in query.relations}, key=lambda t: (imdb.table(t).rows, t))
         rows = imdb.table(table).rows

@@ -17,13 +17,12 @@ import argparse
 import csv
 import statistics
 import warnings
-from pathlib import Path
 
 import reopt
 from reopt.optimizer.sql import parse_sql
+from reopt.optimizer.workloads import JOB_NAMES, job_catalog, job_sql
 from timing import median_time
 
-JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 GREEDY = reopt.OptimizerConfig(max_join_pairs=1, beyond_limit="greedy")
 CLASSES = ((4, 6), (7, 9), (10, 12), (13, 17))
 
@@ -62,22 +61,22 @@ def main() -> None:
     parser.add_argument("--png", help="plot the cost ratios and times to this file")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)  # the greedy optimizer says it approximates, every time
-    catalog = reopt.Catalog.load(JOB / "imdb_stats.json")
+    catalog = job_catalog()
     rows = []
-    for path in sorted((JOB / "queries").glob("*.sql"), key=lambda p: (len(p.stem), p.stem)):
-        query = parse_sql(path.read_text(), catalog)
+    for name in JOB_NAMES:
+        query = parse_sql(job_sql(name), catalog)
         n = len(query.aliases)
         if n > args.max_relations:
             continue
         greedy = reopt.Optimizer(query, catalog, GREEDY).optimize()
         exact = reopt.Optimizer(query, catalog).optimize()
         rows.append({
-            "query": path.stem, "relations": n, "greedy_cost": greedy.cost, "exact_cost": exact.cost,
+            "query": name, "relations": n, "greedy_cost": greedy.cost, "exact_cost": exact.cost,
             "ratio": greedy.cost / exact.cost, "same_plan": greedy.key() == exact.key(),
             "greedy_s": median_time(lambda: reopt.Optimizer(query, catalog, GREEDY).optimize(), args.repeat),
             "exact_s": median_time(lambda: reopt.Optimizer(query, catalog).optimize(), args.repeat),
         })
-        print(f"{path.stem:>5} {n:>3} relations  greedy/exact cost {rows[-1]['ratio']:8.3f}  "
+        print(f"{name:>5} {n:>3} relations  greedy/exact cost {rows[-1]['ratio']:8.3f}  "
               f"greedy {rows[-1]['greedy_s'] * 1e3:8.1f} ms  exact {rows[-1]['exact_s'] * 1e3:9.1f} ms", flush=True)
     print(f"\n{'relations':>10} {'queries':>8} {'same plan':>10} {'cost ratio median':>18} {'p90':>8} {'max':>8} "
           f"{'greedy ms':>10} {'exact ms':>10}")

@@ -33,7 +33,7 @@ from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError, Quer
 from .optimizer.optimizer import PRUNING_SETTINGS
 from .optimizer.workloads import TPCH
 
-EXAMPLES = resources.files("reopt") / "rules" / "examples"
+EXAMPLES = resources.files("reopt.rules") / "examples"
 
 
 def _demo(args: argparse.Namespace) -> int:

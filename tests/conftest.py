@@ -30,7 +30,7 @@ def examples(n: int) -> int:
     return 10 * n if DEEP else n
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "reopt" / "rules" / "examples"
+EXAMPLES = ROOT / "rules" / "examples"
 
 
 def pytest_configure(config):

@@ -1,26 +1,24 @@
-"""A CI-sized sample of the Join Order Benchmark (one query per size from 4 to 10 relations, read from
-../shared/workloads/job): every optimizer picks the same plan, and re-optimization equals a full
+"""A CI-sized sample of the Join Order Benchmark (one query per size from 4 to 10 relations, as the
+package ships them): every optimizer picks the same plan, and re-optimization equals a full
 optimization of the changed statistics."""
-
-from pathlib import Path
 
 import pytest
 
 import reopt
 from reopt.baselines import BottomUpOptimizer, TopDownOptimizer
 from reopt.optimizer import parse_sql
+from reopt.optimizer.workloads import job_catalog, job_sql
 
-JOB = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "job"
 SAMPLE = ["3a", "1a", "32a", "10a", "14a", "13a", "20a"]  # 4, 5, 6, 7, 8, 9 and 10 relations
 
 
 @pytest.fixture(scope="module")
 def catalog():
-    return reopt.Catalog.load(JOB / "imdb_stats.json")
+    return job_catalog()
 
 
 def job(name, catalog):
-    return parse_sql((JOB / "queries" / f"{name}.sql").read_text(), catalog)
+    return parse_sql(job_sql(name), catalog)
 
 
 @pytest.mark.parametrize("name", SAMPLE)

@@ -19,7 +19,7 @@ from .conftest import DEEP, examples, native_only
 from .test_optimizer_search import delta_for
 
 NONE = reopt.OptimizerConfig.setting("none")
-SLACK = 1e-9  # the bound's allowance for rounding, as in reopt/rules/optimizer.dl
+SLACK = 1e-9  # the bound's allowance for rounding, as in rules/optimizer.dl
 
 
 def unpruned(query, catalog):

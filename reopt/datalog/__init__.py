@@ -1,6 +1,6 @@
 """reopt.datalog: a general incremental datalog engine (no query-optimization knowledge here).
 
-    program = Program.parse(text)            # or Program.load("reopt/rules/examples/shortest_paths.dl")
+    program = Program.parse(text)            # or Program.load("rules/examples/shortest_paths.dl")
     engine = Engine(program, functions={...})   # backend="native" (default where built) or "python"
     engine.insert("edge", [(1, 2, 3.0)])
     engine.run()                             # derived deltas per relation

@@ -1,5 +1,5 @@
 """reopt.optimizer: the query model, statistics, plan space and cost model, and the declarative
-optimizer that runs reopt/rules/optimizer.dl on the incremental engine."""
+optimizer that runs rules/optimizer.dl on the incremental engine."""
 
 from .catalog import Catalog, ColumnStats, TableStats
 from .cost import CostModel, CostWeights
@@ -9,9 +9,10 @@ from .optimizer import Optimizer, OptimizerConfig, OptimizerMetrics
 from .plan import Plan, PlanNode
 from .query import Query, QueryBuilder
 from .sql import parse_sql
+from . import workloads
 
 __all__ = [
     "Catalog", "ColumnStats", "TableStats", "CostModel", "CostWeights", "DeltaStats", "Optimizer",
     "OptimizerConfig", "OptimizerMetrics", "Plan", "PlanNode", "Query", "QueryBuilder", "parse_sql", "OptimizerError",
-    "QueryError", "QueryTooLargeError", "StatisticsError", "UnsupportedSQLError",
+    "QueryError", "QueryTooLargeError", "StatisticsError", "UnsupportedSQLError", "workloads",
 ]

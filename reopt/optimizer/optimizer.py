@@ -1,4 +1,4 @@
-"""The declarative optimizer: reopt/rules/optimizer.dl evaluated by the incremental engine.
+"""The declarative optimizer: rules/optimizer.dl evaluated by the incremental engine.
 
 ``optimize()`` loads the query and its statistics as facts and reads the best plan out of
 ``BestPlan``; ``reoptimize(delta)`` turns a ``DeltaStats`` into updates of the ``Stats`` and
@@ -34,9 +34,9 @@ from .sql import parse_sql
 
 @functools.lru_cache(maxsize=2)
 def optimizer_program(memo: bool = False) -> Program:
-    """The optimizer's rules, read from the installed package: reopt/rules/optimizer.dl with the
+    """The optimizer's rules, read from the installed package: rules/optimizer.dl with the
     module for memo-based pruning (``memo``) or the one that costs every alternative directly."""
-    rules = resources.files("reopt") / "rules"
+    rules = resources.files("reopt.rules")
     module = "optimizer_memo.dl" if memo else "optimizer_direct.dl"
     with resources.as_file(rules / "optimizer.dl") as core, resources.as_file(rules / module) as extra:
         return Program.load(core, extra)

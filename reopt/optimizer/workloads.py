@@ -1,4 +1,5 @@
-"""Queries to optimize: TPC-H Q3, Q5, Q10 and the reference paper's Q8Join (package data: reopt/queries/*.sql),
+"""Queries to optimize, shipped as package data: TPC-H Q3, Q5, Q10 and the reference paper's Q8Join
+(reopt/queries/*.sql), the 113 Join Order Benchmark queries with IMDB statistics (reopt/queries/job/),
 and generated join graphs of every shape with random statistics."""
 
 from __future__ import annotations
@@ -13,6 +14,27 @@ QUERIES = resources.files("reopt") / "queries"
 
 # TPC-H Q3, Q5, Q10 as in the specification, and Q8Join from Table 5 of the reference paper.
 TPCH = {name: (QUERIES / f"{name.lower()}.sql").read_text(encoding="utf-8") for name in ("Q3", "Q5", "Q10", "Q8Join")}
+
+JOB = QUERIES / "job"
+
+# Every JOB query's name, in the benchmark's order: 1a, 1b, ..., 33c.
+JOB_NAMES = tuple(sorted((entry.name[:-4] for entry in JOB.iterdir() if entry.name.endswith(".sql")),
+                         key=lambda name: (int(name[:-1]), name[-1])))
+
+
+def job_sql(name: str) -> str:
+    """The SQL text of Join Order Benchmark query ``name`` (``"1a"`` to ``"33c"``)."""
+    if name not in JOB_NAMES:
+        raise ValueError(f"no Join Order Benchmark query {name!r}; they are {JOB_NAMES[0]} to {JOB_NAMES[-1]}")
+    return (JOB / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def job_catalog() -> Catalog:
+    """Statistics of the IMDB tables the Join Order Benchmark reads: real row counts, estimated
+    distinct counts and widths (reopt/queries/job/SOURCE.md says how they were made)."""
+    with resources.as_file(JOB / "imdb_stats.json") as path:
+        return Catalog.load(path)
+
 
 SHAPES = ("chain", "star", "cycle", "clique", "random")
 
