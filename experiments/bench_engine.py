@@ -145,8 +145,7 @@ def main() -> None:
         n, p = by["native"], by["python"]
         scratch_x = statistics.median(p["scratch"]) / statistics.median(n["scratch"])
         update_x = statistics.median(p["any"]) / statistics.median(n["any"])
-        print(f"native vs python: from scratch {scratch_x:.2f}x faster (target 10x: {'met' if scratch_x >= 10 else 'NOT met'}), "
-              f"median update {update_x:.2f}x faster (target 5x: {'met' if update_x >= 5 else 'NOT met'})")
+        print(f"native vs python: from scratch {scratch_x:.2f}x faster, median update {update_x:.2f}x faster")
     if args.json:
         record = [{
             "backend": r["backend"],

@@ -168,7 +168,7 @@ def plot(records: list[dict], path: Path) -> None:
         points = [(changes.index(r["change"]) + offset, r[key]) for r in records]
         ax.scatter(*zip(*points), s=16, marker=marker, label=f"{label} (one point per factor)", alpha=0.7)
     ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.axhline(30.0, color="tab:red", linewidth=0.8, linestyle="--", label="target: 30x")
+    ax.axhline(30.0, color="tab:red", linewidth=0.8, linestyle="--", label="30x")
     ax.set_yscale("log")
     ax.set_xticks(range(len(changes)), changes, rotation=30, ha="right")
     ax.set_ylabel("speedup over a full top-down re-optimization (log scale)")

@@ -22,6 +22,7 @@ import time
 import warnings
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 import networkx as nx
 from rich.console import Console
@@ -34,6 +35,22 @@ from .optimizer.optimizer import PRUNING_SETTINGS
 from .optimizer.workloads import TPCH
 
 EXAMPLES = resources.files("reopt.rules") / "examples"
+
+
+def _count(minimum: int = 1) -> Callable[[str], int]:
+    """The type of a count a command takes: a whole number of at least ``minimum``, checked by the
+    argument parser, before any work starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -75,6 +92,9 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(table)
     console.print("changed: the batch ran a new plan, learnt from the batches before it. Spark SQL plans each "
                   "batch itself with adaptive query execution. first: the run that read the batch first (cold).")
+    for record in result.adaptive:
+        if record.changed:
+            console.print(f"batch {record.batch} ran a new plan, {record.plan}, because {record.why}")
     console.print(f"static plan: {result.static[0].plan}; results identical batch by batch: "
                   f"{'yes' if result.same_results else 'NO'}")
     print(result.summary())
@@ -83,10 +103,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _engine_demo(args: argparse.Namespace) -> int:
     console = Console()
-    if args.edges < 1 or args.updates < 0:
-        print(f"error: --edges must be at least 1 and --updates at least 0, got {args.edges} and {args.updates}",
-              file=sys.stderr)
-        return 2
     rng = random.Random(args.seed)
     nodes = max(2, args.edges // 5)
     while nodes * (nodes - 1) < args.edges:  # enough ordered pairs for the edges asked for
@@ -231,9 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the main job: an adaptive stream on Spark against a static plan")
-    demo.add_argument("--batches", type=int, default=12, help="micro-batches (default 12)")
-    demo.add_argument("--rows", type=int, default=1_000_000, help="events per micro-batch (default 1000000)")
-    demo.add_argument("--keys", type=int, default=200_000, help="keys per dimension table (default 200000)")
+    demo.add_argument("--batches", type=_count(), default=12, help="micro-batches (default 12)")
+    demo.add_argument("--rows", type=_count(), default=1_000_000, help="events per micro-batch (default 1000000)")
+    demo.add_argument("--keys", type=_count(), default=200_000, help="keys per dimension table (default 200000)")
     demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument("--pruning", choices=list(PRUNING_SETTINGS), default="goal",
@@ -241,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                            "cheapest first and nothing costlier than the best plan is costed)")
     demo.set_defaults(handler=_demo)
     engine_demo = sub.add_parser("engine-demo", help="the incremental datalog engine on shortest paths")
-    engine_demo.add_argument("--edges", type=int, default=10_000, help="edges of the random graph (default 10000)")
-    engine_demo.add_argument("--updates", type=int, default=10, help="single-edge weight changes (default 10)")
+    engine_demo.add_argument("--edges", type=_count(), default=10_000, help="edges of the random graph (default 10000)")
+    engine_demo.add_argument("--updates", type=_count(0), default=10, help="single-edge weight changes (default 10)")
     engine_demo.add_argument("--seed", type=int, default=7)
     engine_demo.set_defaults(handler=_engine_demo)
     explain = sub.add_parser("explain", help="print the best plan of a SQL query")

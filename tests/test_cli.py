@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from reopt import Catalog, Optimizer
 from reopt.cli import main
 from reopt.optimizer.workloads import TPCH
@@ -154,8 +156,18 @@ def test_engine_demo_with_fewer_edges_than_its_default_nodes_finishes(capsys):
 
 
 def test_engine_demo_refuses_a_graph_without_edges(capsys):
-    assert main(["engine-demo", "--edges", "0"]) == 2
-    assert "--edges must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        main(["engine-demo", "--edges", "0"])
+    assert stopped.value.code == 2
+    assert "--edges: expected at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value", [("--batches", "-3"), ("--rows", "0"), ("--keys", "many")])
+def test_the_demo_checks_its_counts_before_spark_starts(capsys, option, value):
+    with pytest.raises(SystemExit) as stopped:
+        main(["demo", option, value])
+    assert stopped.value.code == 2
+    assert f"argument {option}: expected" in capsys.readouterr().err
 
 
 def test_demo_compares_three_runs_and_ends_with_its_summary_line():

@@ -83,6 +83,19 @@ def test_unsupported_sql_names_the_construct(sql, construct):
         reopt.Optimizer.from_sql(sql, CATALOG)
 
 
+@pytest.mark.parametrize("sql, where, what", [
+    ("SELEC * FROM t", "line 1, column 9", "something is missing before or at 'FROM'"),
+    ("select *\nfrm customer", "line 2, column 5", "unexpected 'customer'"),
+    ("select * from customer where c_custkey = (1", "line 1, column 43", "expected )"),
+])
+def test_a_syntax_error_names_its_line_and_column_in_reopts_words(sql, where, what):
+    with pytest.raises(reopt.UnsupportedSQLError) as raised:
+        reopt.Optimizer.from_sql(sql, CATALOG)
+    message = str(raised.value)
+    assert where in message and what in message
+    assert "sqlglot" not in message and "<class" not in message and "Token" not in message
+
+
 def test_an_unknown_table_is_both_a_query_and_a_statistics_error():
     with pytest.raises(reopt.QueryError, match="unknown table 'nope'") as raised:
         reopt.Optimizer.from_sql("select * from nope", CATALOG)

@@ -34,6 +34,15 @@ class _Change:
     target: object
     values: tuple
 
+    def describe(self) -> str:
+        if self.kind == "table":
+            sizes = ", ".join(f"{name}={value:,.6g}" for name, value in zip(("rows", "bytes", "width"), self.values)
+                              if value is not None)
+            return f"table {self.target} {sizes}"
+        if self.kind == "cardinality":
+            return f"{{{', '.join(sorted(self.target))}}} rows={self.values[0]:,.6g}"
+        return f"{self.kind.replace('_', ' ')} {self.target} = {self.values[0]:.6g}"
+
 
 class DeltaStats:
     def __init__(self, changes: Iterable[_Change] = ()):
@@ -80,6 +89,10 @@ class DeltaStats:
 
     def __repr__(self) -> str:
         return f"DeltaStats({list(self.changes)!r})"
+
+    def describe(self) -> str:
+        """The changes for a person to read: ``{customer, orders} rows=5e+07; table orders rows=2e+06``."""
+        return "; ".join(change.describe() for change in self.changes) or "no change"
 
     def leaves_touched(self, query: Query) -> int:
         """A mask of the relations whose leaf estimates (filtered rows, width, bytes scanned) may

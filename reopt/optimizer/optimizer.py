@@ -11,6 +11,7 @@ same cost, same plan key, under every pruning setting.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from .errors import OptimizerError, QueryTooLargeError, StatisticsError
 from .estimate import Estimator, ExprStats
 from .greedy import greedy_join_tree
 from .plan import Plan, PlanNode
+from .plan_change import EstimateChange, PlanChange, changed_entries
 from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
 from .sql import parse_sql
@@ -97,7 +99,7 @@ class OptimizerMetrics:
         return self.state_values * BYTES_PER_VALUE
 
 
-# How much a query may hold. Measured (goal bound, native, session 20, `bench_job.py --only 28a,29a
+# How much a query may hold. Measured (goal bound, native, `bench_job.py --only 28a,29a
 # --optimizers default --timeout 300`): optimizing takes about 7 KB a connected pair (JOB 29a,
 # 222,882 pairs, 1.5 GB), re-optimizing after a join's change about 13 KB, and after a change that
 # reaches nearly everything (the largest table x8) up to 21 KB: 28a (29,228 pairs) peaks at 539 MB,
@@ -261,6 +263,8 @@ class Optimizer:
         self._completion: dict[int, float] = {}
         self._floors_completion = self.config.goal_bound and self.config.completion_floor
         self._loaded = False
+        self._plan: Plan | None = None  # the plan the last call returned
+        self.last_change: PlanChange | None = None  # why the last reoptimize() chose its plan
 
     @property
     def approximate(self) -> bool:
@@ -282,7 +286,8 @@ class Optimizer:
     def optimize(self) -> Plan:
         if not self._loaded:
             self._load()
-        return self._extract()
+        self._plan = self._extract()
+        return self._plan
 
     def reoptimize(self, delta: DeltaStats) -> Plan:
         """Apply runtime statistics and return the new best plan, re-deriving only what they affect.
@@ -291,15 +296,16 @@ class Optimizer:
         """
         if not isinstance(delta, DeltaStats):
             raise StatisticsError(f"reoptimize takes a DeltaStats, got {type(delta).__name__}")
-        if not self._loaded:
-            self._load()
+        previous = self.optimize() if self._plan is None else self._plan
         catalog = delta.apply(self._catalog, self.query)
         touched = delta.leaves_touched(self.query)
         estimator = Estimator(self.query, catalog, self._estimator, touched)
         if self._tree is not None:
             tree = greedy_join_tree(self.query, estimator)
             if tree != self._tree:
-                return self._rebuilt(catalog, tree)
+                old_stats, old_factors = dict(self._stats), dict(self._factors)
+                plan = self._rebuilt(catalog, tree)
+                return self._changed(delta, previous, plan, old_stats, old_factors)
         new_stats = {}
         for mask in delta.expressions_touched(self.query, self._catalog, among=self._subsets):
             stats = estimator.stats(mask)
@@ -329,12 +335,27 @@ class Optimizer:
         except BaseException:
             self.engine.discard_pending()
             raise
+        old_stats, old_factors = {mask: self._stats[mask] for mask in new_stats}, self._factors
         self._catalog, self._estimator = catalog, estimator
         self._stats.update(new_stats)
         self._factors = new_factors
         self._versions.update(new_versions)
         self._completion.update(new_completions)
-        return self._extract()
+        return self._changed(delta, previous, self._extract(), old_stats, old_factors)
+
+    def _changed(self, delta: DeltaStats, previous: Plan, plan: Plan, old_stats: dict[int, ExprStats],
+                 old_factors: dict[str, float]) -> Plan:
+        """Record why ``plan`` follows ``previous`` (``last_change``) and make it the current plan."""
+        estimates = sorted(
+            (EstimateChange(tuple(self.query.names(mask)), old.rows, self._stats_of(mask).rows)
+             for mask, old in old_stats.items() if old.rows != self._stats_of(mask).rows),
+            key=lambda change: -abs(math.log(max(change.new_rows, 1e-300) / max(change.old_rows, 1e-300))))
+        factors = tuple((op, old_factors[op], self._factors[op]) for op in OPERATORS
+                        if op in old_factors and old_factors[op] != self._factors[op])
+        self.last_change = PlanChange(delta.describe(), tuple(estimates), factors, previous, self.costed(previous), plan,
+                                      changed_entries(previous, plan))
+        self._plan = plan
+        return plan
 
     def _replace(self, relation: str, pairs: list[tuple[tuple, tuple]]) -> None:
         """Queue each (old, new) row replacement, in two batches: a re-optimization replaces

@@ -18,9 +18,9 @@ as rows ``(kind, operator, left, left_prop, right, right_prop)``:
   ``shuffled_hash_join`` (both sides hash-partitioned on a join key class; r is built), both orders;
   ``sort_merge_join`` (both sides sorted on a join key class; symmetric, so one order).
 An expression holding no column of a key class cannot be partitioned or sorted on it, so
-``split(e, hash[k])`` and ``split(e, sorted[k])`` are empty for it. (Until session 20 the broadcast
-join passed such properties on: 36% of TPC-H Q5's alternatives and 42% of JOB 26a's served entries
-no plan can deliver, and on a generated 5-relation star such a plan was chosen, its cost understated.)
+``split(e, hash[k])`` and ``split(e, sorted[k])`` are empty for it: a broadcast join that passed
+such a property on would serve entries no plan can deliver (36% of TPC-H Q5's alternatives, 42% of
+JOB 26a's) and could be chosen with its cost understated.
 The order of the rows is deterministic, and every row is a canonical, comparable tuple.
 """
 

@@ -136,10 +136,25 @@ def _conjuncts(expression: exp.Expression) -> list[exp.Expression]:
 
 
 def _first_error(exc: sqlglot.errors.ParseError) -> str:
-    if exc.errors:
-        e = exc.errors[0]
-        return f"line {e.get('line')}, column {e.get('col')}: {e.get('description')}"
-    return str(exc)
+    """The first parse error in reopt's words: where it is, what was expected, and the text around it.
+    sqlglot's own description names its internal classes, which mean nothing to a user."""
+    if not exc.errors:
+        return "the statement is not valid SQL"
+    error = exc.errors[0]
+    found = str(error.get("highlight") or "")
+    line, end = error.get("line") or 1, error.get("col") or 1
+    column = max(1, end - len(found) + 1)
+    description = str(error.get("description") or "")
+    if description.startswith("Required keyword"):
+        what = f"something is missing before or at {found!r}"
+    elif description.startswith("Expecting "):
+        what = f"expected {description[len('Expecting '):]} at {found!r}"
+    elif description.startswith("Expected table name"):
+        what = f"expected a table name at {found!r}"
+    else:
+        what = f"unexpected {found!r}" if found else "unexpected end of the statement"
+    near = f"{error.get('start_context') or ''}{found}{error.get('end_context') or ''}".strip()
+    return f"line {line}, column {column}: {what} (near: {near[-60:]!r})"
 
 
 class _Resolver:

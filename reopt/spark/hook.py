@@ -128,6 +128,9 @@ class MetricsHook:
             self._failed(exc)
 
     def _adopt(self, plan: Plan) -> None:
+        change = self.optimizer.last_change
+        if change is not None and change.changed:
+            log.info("new plan %s: %s", plan.join_order(), change.reason())
         if self.on_plan is not None:
             self.on_plan(plan)
         self.plan = plan

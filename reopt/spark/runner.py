@@ -58,6 +58,7 @@ class BatchRecord:
     stages: int | None = None  # stages whose times were fed back (with a stage listener)
     key: str = ""  # Plan.key() of the plan this batch ran with
     retried: bool = False  # the plan failed in Spark; the batch ran again with sort-merge joins
+    why: str = ""  # for a batch that ran a new plan: what moved, and the saving predicted for it
 
 
 class AdaptiveRunner:
@@ -100,6 +101,7 @@ class AdaptiveRunner:
         self.plan = optimizer.optimize()
         self.records: list[BatchRecord] = []
         self._last_key: str | None = None  # the plan the last batch ran
+        self._why = ""  # why self.plan replaced the plan before it
 
     def _window_frame(self, batch: DataFrame) -> DataFrame:
         if not self._recent:
@@ -121,6 +123,7 @@ class AdaptiveRunner:
         executed_order, executed_key = self.plan.join_order(), self.plan.key()
         changed = self._last_key is not None and executed_key != self._last_key
         self._last_key = executed_key
+        why = self._why if changed else ""
         start = time.perf_counter()
         frame = execute(self.plan, tables)
         tag = f"{id(self)}-{batch_id}"
@@ -158,7 +161,7 @@ class AdaptiveRunner:
             self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
             reopt_s = time.perf_counter() - start
         record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
-                             stages=stage_count, key=executed_key, retried=retried)
+                             stages=stage_count, key=executed_key, retried=retried, why=why)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
@@ -167,14 +170,21 @@ class AdaptiveRunner:
     def _next_plan(self, best: Plan) -> Plan:
         """``best``, unless the running plan costs, under the same statistics, less than
         ``1 / (1 - switch_margin)`` times as much (or the plans are the same)."""
-        if best.key() == self.plan.key() or self.switch_margin == 0:
+        if best.key() == self.plan.key():
             return best
         running = self.optimizer.costed(self.plan)
-        if running is not None and best.cost > running.cost * (1 - self.switch_margin):
+        if self.switch_margin and running is not None and best.cost > running.cost * (1 - self.switch_margin):
             log.info("keeping plan %s: the new best %s is estimated only %.1f%% cheaper (switch margin %.0f%%)",
                      running.join_order(), best.join_order(), 100 * (1 - best.cost / running.cost),
                      100 * self.switch_margin)
             return running
+        change = self.optimizer.last_change
+        outcome = ("the running plan can no longer run" if running is None else
+                   f"the running plan now costs {running.cost:.4g} core-s, the new one {best.cost:.4g} "
+                   f"({1 - best.cost / running.cost:.0%} less)" if running.cost > 0 else
+                   f"the new plan costs {best.cost:.4g} core-s")
+        self._why = f"{change.moved() if change is not None else 'new statistics'}; {outcome}"
+        log.info("new plan %s: %s", best.join_order(), self._why)
         return best
 
     def _collect(self, frame: DataFrame, tag: str) -> list[tuple]:
