@@ -1,6 +1,6 @@
 """Join Order Benchmark at full size: every query, each optimizer, each in its own process.
 
-For each of the 113 queries in ../shared/workloads/job (IMDB statistics from the same folder):
+For each of the 113 queries the package ships (``workloads.job_sql``, with ``job_catalog``'s IMDB statistics):
 relations, connected sub-expressions and connected splits (the size of the space), and four
 optimizers each run in a fresh process under ``--timeout`` seconds:
 

@@ -1,7 +1,7 @@
 """Memory benchmark: peak resident memory of one optimization per backend, each in its own process.
 
-Optimizes one Join Order Benchmark query (default 26a, 12 relations) from ../shared/workloads/job
-with the IMDB statistics there, once per evaluation backend, each in a fresh Python process so that
+Optimizes one Join Order Benchmark query (default 26a, 12 relations), as the package ships it with its
+IMDB statistics, once per evaluation backend, each in a fresh Python process so that
 its peak resident set (getrusage) is its own. The query is parsed first; the time, the peak and
 the growth are those of building the optimizer and optimizing, and native's share of python's
 growth is the figure to read.

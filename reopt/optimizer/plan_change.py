@@ -75,14 +75,7 @@ class PlanChange:
         moved = self.moved(limit)
         if not self.changed:
             return f"plan kept: {moved}"
-        saving = self.predicted_saving
-        if saving is None:
-            outcome = "the previous plan can no longer run"
-        else:
-            outcome = (f"the previous plan would now cost {self.previous_now.cost:.4g} core-s, the new one "
-                       f"{self.plan.cost:.4g} ({saving / self.previous_now.cost:.0%} less)"
-                       if self.previous_now.cost > 0 else f"the new plan costs {self.plan.cost:.4g} core-s")
-        return f"plan changed: {moved}; {outcome}"
+        return f"plan changed: {moved}; {saving(self.previous_now, self.plan, 'the previous plan')}"
 
     def explain(self) -> str:
         """A few lines for a person: the delta, the estimates that moved, the plans and their costs."""
@@ -113,6 +106,16 @@ class PlanChange:
             "entries": [{"relations": list(relations), "property": prop} for relations, prop in self.entries],
             "predicted_saving": self.predicted_saving,
         }
+
+
+def saving(old: Plan | None, new: Plan, old_name: str) -> str:
+    """What moving from ``old`` (costed under the current statistics; None if it can no longer run)
+    to ``new`` is predicted to save, in words."""
+    if old is None:
+        return f"{old_name} can no longer run"
+    if old.cost <= 0:
+        return f"the new plan costs {new.cost:.4g} core-s"
+    return f"{old_name} now costs {old.cost:.4g} core-s, the new one {new.cost:.4g} ({1 - new.cost / old.cost:.0%} less)"
 
 
 def changed_entries(previous: Plan, plan: Plan) -> tuple[tuple[tuple[str, ...], str], ...]:

@@ -33,6 +33,7 @@ from ..optimizer.deltas import DeltaStats
 from ..optimizer.errors import OptimizerError, QueryError
 from ..optimizer.optimizer import Optimizer
 from ..optimizer.plan import Plan
+from ..optimizer.plan_change import saving
 from ..optimizer.plan_space import SORT_MERGE_JOIN
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
@@ -179,11 +180,8 @@ class AdaptiveRunner:
                      100 * self.switch_margin)
             return running
         change = self.optimizer.last_change
-        outcome = ("the running plan can no longer run" if running is None else
-                   f"the running plan now costs {running.cost:.4g} core-s, the new one {best.cost:.4g} "
-                   f"({1 - best.cost / running.cost:.0%} less)" if running.cost > 0 else
-                   f"the new plan costs {best.cost:.4g} core-s")
-        self._why = f"{change.moved() if change is not None else 'new statistics'}; {outcome}"
+        moved = change.moved() if change is not None else "new statistics"
+        self._why = f"{moved}; {saving(running, best, 'the running plan')}"
         log.info("new plan %s: %s", best.join_order(), self._why)
         return best
 
