@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import reopt
 from reopt.optimizer.estimate import Estimator
+from reopt.optimizer.fact_deltas import resolve
 from reopt.optimizer.workloads import TPCH
 
 from .conftest import examples
@@ -38,9 +39,9 @@ def deltas(draw):
 def test_reusing_untouched_relations_estimates_as_from_scratch(changes):
     catalog, estimator = CATALOG, Estimator(QUERY, CATALOG)
     for delta in changes:
-        touched = delta.leaves_touched(QUERY)
-        catalog = delta.apply(catalog, QUERY)
-        estimator = Estimator(QUERY, catalog, estimator, touched)
+        resolved = resolve(delta, QUERY, catalog)
+        catalog = resolved.catalog
+        estimator = Estimator(QUERY, catalog, estimator, resolved.leaves)
         fresh = Estimator(QUERY, catalog)
         assert {m: estimator.stats(m) for m in QUERY.connected_subsets()} == {
             m: fresh.stats(m) for m in QUERY.connected_subsets()}
@@ -57,8 +58,9 @@ def test_an_estimator_of_another_query_cannot_be_reused():
 def test_every_expression_whose_estimate_changes_is_among_those_a_change_touches(changes):
     catalog = CATALOG
     for delta in changes:
-        touched = set(delta.expressions_touched(QUERY, catalog))
-        before, catalog = Estimator(QUERY, catalog), delta.apply(catalog, QUERY)
+        resolved = resolve(delta, QUERY, catalog)
+        touched = set(resolved.expressions(QUERY.connected_subsets()))
+        before, catalog = Estimator(QUERY, catalog), resolved.catalog
         after = Estimator(QUERY, catalog)
         assert {m for m in QUERY.connected_subsets() if before.stats(m) != after.stats(m)} <= touched
 
@@ -66,24 +68,25 @@ def test_every_expression_whose_estimate_changes_is_among_those_a_change_touches
 def test_a_join_selectivity_touches_only_the_expressions_holding_both_ends():
     predicate = next(p for p in QUERY.joins)
     both = QUERY.bit(predicate.left.alias) | QUERY.bit(predicate.right.alias)
-    touched = reopt.DeltaStats.selectivity(predicate.text, 0.5).expressions_touched(QUERY, CATALOG)
+    touched = resolve(reopt.DeltaStats.selectivity(predicate.text, 0.5), QUERY, CATALOG).expressions(
+        QUERY.connected_subsets())
     assert touched == [m for m in QUERY.connected_subsets() if m & both == both]
 
 
 def test_a_join_selectivity_or_an_observed_cardinality_touches_no_leaf():
     predicate = next(p for p in QUERY.joins)
-    assert reopt.DeltaStats.selectivity(predicate.text, 0.5).leaves_touched(QUERY) == 0
-    assert reopt.DeltaStats.cardinality(CONNECTED[0], 1e6).leaves_touched(QUERY) == 0
+    assert resolve(reopt.DeltaStats.selectivity(predicate.text, 0.5), QUERY, CATALOG).leaves == 0
+    assert resolve(reopt.DeltaStats.cardinality(CONNECTED[0], 1e6), QUERY, CATALOG).leaves == 0
 
 
 def test_a_filter_selectivity_touches_its_relation_only():
     local = QUERY.filters[0]
-    assert reopt.DeltaStats.selectivity(local.text, 0.5).leaves_touched(QUERY) == QUERY.bit(local.alias)
+    assert resolve(reopt.DeltaStats.selectivity(local.text, 0.5), QUERY, CATALOG).leaves == QUERY.bit(local.alias)
 
 
 def test_a_table_change_touches_every_alias_of_the_table_and_no_other_relation():
     sql = ("SELECT * FROM nation n1, nation n2, region r "
            "WHERE n1.n_regionkey = r.r_regionkey AND n2.n_regionkey = r.r_regionkey")
     query = reopt.Optimizer.from_sql(sql, CATALOG).query
-    touched = reopt.DeltaStats.table("nation", rows=10.0).leaves_touched(query)
+    touched = resolve(reopt.DeltaStats.table("nation", rows=10.0), query, CATALOG).leaves
     assert touched == query.mask(["n1", "n2"])

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.estimate import Estimator, ExprStats
+from ..optimizer.fact_deltas import resolve
 from ..optimizer.optimizer import OptimizerConfig
 from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
@@ -102,10 +103,10 @@ class IncrementalTopDownOptimizer(ProceduralBase):
     def reoptimize(self, delta: DeltaStats) -> Plan:
         if not self._alternatives:
             self.optimize()
-        catalog = delta.apply(self.catalog, self.query)
-        touched = delta.leaves_touched(self.query)
-        estimator = Estimator(self.query, catalog, self.estimator, touched)
-        estimates = {m: estimator.stats(m) for m in delta.expressions_touched(self.query, self.catalog)}
+        resolved = resolve(delta, self.query, self.catalog)
+        catalog = resolved.catalog
+        estimator = Estimator(self.query, catalog, self.estimator, resolved.leaves)
+        estimates = {m: estimator.stats(m) for m in resolved.expressions(self.query.connected_subsets())}
         changed = {m: _grew(self.stats[m], stats) for m, stats in estimates.items() if stats != self.stats[m]}
         factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
         changed_ops = {op: factors[op] >= self.factors[op] for op in OPERATORS if factors[op] != self.factors[op]}

@@ -13,13 +13,13 @@ changing anything and returns a new catalog; the one given is never modified.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Iterable
 
 from ..datalog.errors import shown
-from .catalog import Catalog, check_count, check_selectivity
-from .errors import QueryError, StatisticsError
-from .plan_space import OPERATORS
+from .catalog import Catalog
+from .errors import StatisticsError
+from .fact_deltas import resolve
 from .query import Query
 
 
@@ -94,95 +94,7 @@ class DeltaStats:
         """The changes for a person to read: ``{customer, orders} rows=5e+07; table orders rows=2e+06``."""
         return "; ".join(change.describe() for change in self.changes) or "no change"
 
-    def leaves_touched(self, query: Query) -> int:
-        """A mask of the relations whose leaf estimates (filtered rows, width, bytes scanned) may
-        change: the aliases of a changed table, and the relation of a filter whose selectivity
-        changed. A join's selectivity, an observed cardinality or a cost factor changes no leaf
-        (observations correct join estimates only), so an ``Estimator`` reuses every other leaf."""
-        mask = 0
-        for change in self.changes:
-            if change.kind == "table":
-                mask |= query.mask([a for a, t in query.relations if t == change.target])
-            elif change.kind == "selectivity":
-                predicate = query.predicate(change.target)
-                if hasattr(predicate, "alias"):
-                    mask |= query.bit(predicate.alias)
-        return mask
-
-    def expressions_touched(self, query: Query, catalog: Catalog, among: Sequence[int] | None = None) -> list[int]:
-        """The connected sub-expressions (of ``among``, by default all the query's) whose estimates
-        may change, given the catalog the changes apply to: those holding a changed table, or both
-        ends of a join predicate whose selectivity changed (estimates count a join predicate only
-        inside an expression that holds both ends); all of them for an observed cardinality, or for
-        any change while the catalog holds observations: an observed cardinality can move
-        corrections between join predicates anywhere in the query (see ``estimate.py``), and any
-        change moves the residuals of those held."""
-        needs = self._needs(query, catalog)
-        masks = query.connected_subsets() if among is None else list(among)
-        if 0 in needs:
-            return masks
-        return [m for m in masks if any(needed & m == needed for needed in needs)]
-
-    def _needs(self, query: Query, catalog: Catalog) -> list[int]:
-        """Masks such that an expression's estimate may change only if it holds all the relations of
-        one of them (0: every expression)."""
-        if catalog.observed and any(change.kind != "cost_factor" for change in self.changes):
-            return [0]
-        needs = []
-        for change in self.changes:
-            if change.kind == "table":
-                needs += [query.bit(a) for a, t in query.relations if t == change.target]
-            elif change.kind == "cardinality":
-                needs.append(0)
-            elif change.kind == "selectivity":
-                predicate = query.predicate(change.target)
-                aliases = [predicate.alias] if hasattr(predicate, "alias") else [
-                    predicate.left.alias, predicate.right.alias]
-                needs.append(query.mask(aliases))
-        return needs
-
     def apply(self, catalog: Catalog, query: Query) -> Catalog:
-        """A new catalog with every change applied; any invalid change raises before anything changes.
-
-        Tables no change touches are shared with ``catalog``, not copied: the optimizers treat a
-        catalog as a value (a changed table is replaced here, never changed in place), and copying
-        every table and column took a third of a small query's re-optimization bookkeeping.
-        """
-        result = Catalog(dict(catalog.tables), catalog.selectivities, catalog.observed, catalog.cost_factors)
-        for change in self.changes:
-            if change.kind == "table":
-                stats = result.tables[change.target] = replace(result.table(change.target))
-                rows, size, width = change.values
-                if rows is not None:
-                    stats.rows = check_count(rows, f"rows of table '{change.target}'")
-                if width is not None:
-                    stats.width = check_count(width, f"width of table '{change.target}'", allow_zero=False)
-                if size is not None:
-                    size = check_count(size, f"bytes of table '{change.target}'")
-                    if stats.rows:
-                        stats.width = max(size / stats.rows, 1e-9)
-            elif change.kind == "selectivity":
-                value = check_selectivity(change.values[0], f"selectivity of {change.target!r}")
-                try:
-                    canonical = query.resolve_predicate(change.target)
-                except QueryError as exc:
-                    raise StatisticsError(str(exc)) from None
-                result.selectivities[canonical] = value
-            elif change.kind == "cardinality":
-                names = change.target
-                unknown = sorted(names - set(query.aliases))
-                if unknown or not names:
-                    raise StatisticsError(
-                        f"{', '.join(unknown) or 'an empty set'} is not a relation of the query "
-                        f"({', '.join(query.aliases)})")
-                if not query.is_connected(query.mask(names)):
-                    raise StatisticsError(
-                        f"{{{', '.join(sorted(names))}}} is not a connected expression of the query, "
-                        "so no plan computes it")
-                result.observed[names] = check_count(change.values[0], f"observed rows of {{{', '.join(sorted(names))}}}")
-            elif change.kind == "cost_factor":
-                if change.target not in OPERATORS:
-                    raise StatisticsError(f"unknown operator {change.target!r}; operators: {', '.join(OPERATORS)}")
-                result.cost_factors[change.target] = check_count(
-                    change.values[0], f"cost factor of {change.target!r}", allow_zero=False)
-        return result
+        """A new catalog with every change applied; any invalid change raises before anything changes
+        (``fact_deltas.resolve``, which also says what the changes may move)."""
+        return resolve(self, query, catalog).catalog

@@ -11,7 +11,6 @@ same cost, same plan key, under every pruning setting.
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,9 +26,10 @@ from .cost import CostModel, CostWeights
 from .deltas import DeltaStats
 from .errors import OptimizerError, QueryTooLargeError, StatisticsError
 from .estimate import Estimator, ExprStats
+from .fact_deltas import LoadedFacts, fact_delta, resolve, stats_row
 from .greedy import greedy_join_tree
 from .plan import Plan, PlanNode
-from .plan_change import EstimateChange, PlanChange, changed_entries
+from .plan_change import PlanChange
 from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
 from .sql import parse_sql
@@ -256,11 +256,8 @@ class Optimizer:
                 f"64-bit integer, so at most {NATIVE_MAX_RELATIONS} relations: use OptimizerConfig(backend='python')")
         self._subsets = list(query.connected_subsets()) if tree is None else sorted(
             {query.bit(alias) for alias in query.aliases} | {a | b for a, b in tree})
-        self._stats: dict[int, ExprStats] = {}
-        self._factors: dict[str, float] = {}
-        self._versions: dict[int, int] = {}
+        self._facts = LoadedFacts({}, {}, {}, {})
         self._estimator: Estimator | None = None
-        self._completion: dict[int, float] = {}
         self._floors_completion = self.config.goal_bound and self.config.completion_floor
         self._loaded = False
         self._plan: Plan | None = None  # the plan the last call returned
@@ -297,63 +294,37 @@ class Optimizer:
         if not isinstance(delta, DeltaStats):
             raise StatisticsError(f"reoptimize takes a DeltaStats, got {type(delta).__name__}")
         previous = self.optimize() if self._plan is None else self._plan
-        catalog = delta.apply(self._catalog, self.query)
-        touched = delta.leaves_touched(self.query)
-        estimator = Estimator(self.query, catalog, self._estimator, touched)
+        resolved = resolve(delta, self.query, self._catalog)
+        estimator = Estimator(self.query, resolved.catalog, self._estimator, resolved.leaves)
         if self._tree is not None:
             tree = greedy_join_tree(self.query, estimator)
             if tree != self._tree:
-                old_stats, old_factors = dict(self._stats), dict(self._factors)
-                plan = self._rebuilt(catalog, tree)
-                return self._changed(delta, previous, plan, old_stats, old_factors)
-        new_stats = {}
-        for mask in delta.expressions_touched(self.query, self._catalog, among=self._subsets):
-            stats = estimator.stats(mask)
-            if stats != self._stats[mask]:
-                new_stats[mask] = stats
-        new_factors = {op: catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
-        new_completions: dict[int, float] = {}
-        # nothing stays queued if computing a later batch fails: the next run would apply it
+                before = LoadedFacts(dict(self._facts.stats), dict(self._facts.factors), {}, {})
+                plan = self._rebuilt(resolved.catalog, tree)
+                return self._changed(delta, previous, plan, before)
+        facts = fact_delta(self._facts, resolved, estimator, self._subsets, self.config.remembers_costs,
+                           self._completions if self._floors_completion else None)
         try:
-            self._replace("Stats", [(self._stats_row(mask, self._stats[mask]), self._stats_row(mask, stats))
-                                    for mask, stats in new_stats.items()])
-            changed_factors = [op for op, factor in new_factors.items() if factor != self._factors[op]]
-            self._replace("CostFactor", [((op, self._factors[op]), (op, new_factors[op])) for op in changed_factors])
-            new_versions = self._bumped_versions(list(new_stats), bool(changed_factors))
-            self._replace("StatsVersion", [((mask, self._versions[mask]), (mask, version))
-                                           for mask, version in new_versions.items()])
-            if self._floors_completion:
-                # a floor reads its expression's rows, and every relation's rows, scan and the cost factors
-                leaf_changed = any(mask.bit_count() == 1 for mask in new_stats)
-                all_stats = {**self._stats, **new_stats}
-                floors = self._completions(all_stats, new_factors, self._subsets if leaf_changed or changed_factors
-                                           else new_stats)
-                new_completions = {mask: h for mask, h in floors.items() if h != self._completion[mask]}
-                self._replace("Completion", [((mask, self._completion[mask]), (mask, h))
-                                             for mask, h in new_completions.items()])
+            for relation, pairs in facts.replacements(self._facts):
+                self._replace(relation, pairs)
             self.engine.run(deltas=False)
         except BaseException:
             self.engine.discard_pending()
             raise
-        old_stats, old_factors = {mask: self._stats[mask] for mask in new_stats}, self._factors
-        self._catalog, self._estimator = catalog, estimator
-        self._stats.update(new_stats)
-        self._factors = new_factors
-        self._versions.update(new_versions)
-        self._completion.update(new_completions)
-        return self._changed(delta, previous, self._extract(), old_stats, old_factors)
+        before = LoadedFacts({mask: self._facts.stats[mask] for mask in facts.stats}, self._facts.factors, {}, {})
+        self._catalog, self._estimator = resolved.catalog, estimator
+        self._facts.advance(facts)
+        return self._changed(delta, previous, self._extract(), before)
 
-    def _changed(self, delta: DeltaStats, previous: Plan, plan: Plan, old_stats: dict[int, ExprStats],
-                 old_factors: dict[str, float]) -> Plan:
-        """Record why ``plan`` follows ``previous`` (``last_change``) and make it the current plan."""
-        estimates = sorted(
-            (EstimateChange(tuple(self.query.names(mask)), old.rows, self._stats_of(mask).rows)
-             for mask, old in old_stats.items() if old.rows != self._stats_of(mask).rows),
-            key=lambda change: -abs(math.log(max(change.new_rows, 1e-300) / max(change.old_rows, 1e-300))))
-        factors = tuple((op, old_factors[op], self._factors[op]) for op in OPERATORS
-                        if op in old_factors and old_factors[op] != self._factors[op])
-        self.last_change = PlanChange(delta.describe(), tuple(estimates), factors, previous, self.costed(previous), plan,
-                                      changed_entries(previous, plan))
+    def _changed(self, delta: DeltaStats, previous: Plan, plan: Plan, before: LoadedFacts) -> Plan:
+        """Record why ``plan`` follows ``previous`` (``last_change``; ``before`` holds the statistics
+        and cost factors the delta replaced) and make it the current plan."""
+        moves = [(mask, old.rows, new) for mask, old in before.stats.items()
+                 if old.rows != (new := self._stats_of(mask).rows)]
+        factors = tuple((op, before.factors[op], self._facts.factors[op]) for op in OPERATORS
+                        if op in before.factors and before.factors[op] != self._facts.factors[op])
+        previous_now = self.costed(previous) if plan.key() != previous.key() else plan
+        self.last_change = PlanChange(delta, moves, factors, previous, previous_now, plan)
         self._plan = plan
         return plan
 
@@ -393,7 +364,7 @@ class Optimizer:
                 return None
             stats = self._stats_of(node.expr)
             local = self.costs.local(node.op, stats, *(self._stats_of(c.expr) for c in children),
-                                     factor=self._factors[node.op])
+                                     factor=self._facts.factors[node.op])
             if local is None:
                 return None
             total = local
@@ -407,19 +378,8 @@ class Optimizer:
     def _stats_of(self, mask: int) -> ExprStats:
         """An expression's estimate: held for every expression of the plan space, worked out for
         another (a join order a greedy optimizer does not consider)."""
-        stats = self._stats.get(mask)
+        stats = self._facts.stats.get(mask)
         return stats if stats is not None else self._estimator.stats(mask)
-
-    def _bumped_versions(self, changed: list[int], all_changed: bool) -> dict[int, int]:
-        """The next version of every expression whose cost inputs changed: the expression's own
-        statistics, those of any sub-expression, or any cost factor."""
-        if not self.config.remembers_costs or not (changed or all_changed):
-            return {}
-        return {
-            mask: self._versions[mask] + 1
-            for mask in self._subsets
-            if all_changed or any(sub & mask == sub for sub in changed)
-        }
 
     def metrics(self) -> OptimizerMetrics:
         stats = self.engine.stats
@@ -449,10 +409,6 @@ class Optimizer:
             for ref in (predicate.left, predicate.right):
                 catalog.column(self.query.table_of(ref.alias), ref.column)
 
-    @staticmethod
-    def _stats_row(mask: int, stats: ExprStats) -> tuple:
-        return (mask, stats.rows, stats.width, stats.scanned)
-
     def _completions(self, stats: dict[int, ExprStats], factors: dict[str, float],
                      masks: Iterable[int]) -> dict[int, float]:
         """``Completion`` of each of ``masks`` (``CostModel.completion_floors``)."""
@@ -464,7 +420,7 @@ class Optimizer:
         stats = {mask: estimator.stats(mask) for mask in self._subsets}
         factors = {op: self._catalog.cost_factors.get(op, 1.0) for op in OPERATORS}
         self.engine.insert("Query", [(self.query.full,)])
-        self.engine.insert("Stats", [self._stats_row(m, s) for m, s in stats.items()])
+        self.engine.insert("Stats", [stats_row(m, s) for m, s in stats.items()])
         self.engine.insert("CostFactor", list(factors.items()))
         self.engine.insert("Setting", self.config.setting_facts())
         completions = self._completions(stats, factors, self._subsets) if self._floors_completion else {}
@@ -478,8 +434,8 @@ class Optimizer:
         except BaseException:
             self.engine.discard_pending()
             raise
-        self._stats, self._factors, self._versions, self._loaded = stats, factors, versions, True
-        self._estimator, self._completion = estimator, completions
+        self._facts = LoadedFacts(stats, factors, versions, completions)
+        self._estimator, self._loaded = estimator, True
 
     def _extract(self) -> Plan:
         # BestPlan holds only the best plans' entries (OnBest), so one read of it costs less than a
@@ -501,7 +457,7 @@ class Optimizer:
             children.append(self._node(left, lprop, chosen))
         if kind == "join":
             children.append(self._node(right, rprop, chosen))
-        stats = self._stats[expr]
-        factor = self._factors[op]
-        local = self.costs.local(op, stats, *(self._stats[c.expr] for c in children), factor=factor)
+        stats = self._facts.stats[expr]
+        factor = self._facts.factors[op]
+        local = self.costs.local(op, stats, *(self._facts.stats[c.expr] for c in children), factor=factor)
         return PlanNode(op, expr, prop, cost, local, stats.rows, children)

@@ -22,6 +22,7 @@ class Plan:
     def __init__(self, root: PlanNode, query):
         self.root = root
         self.query = query
+        self._key: str | None = None  # a plan is never changed once built, so its key is kept
 
     @property
     def cost(self) -> float:
@@ -35,7 +36,9 @@ class Plan:
                 return f"scan({self.query.names(node.expr)[0]})"
             return f"{node.op}({','.join(render(c) for c in node.children)})"
 
-        return render(self.root)
+        if self._key is None:
+            self._key = render(self.root)
+        return self._key
 
     def join_order(self) -> str:
         """The join tree without enforcers, e.g. ``((customer BHJ orders) SMJ lineitem)``."""

@@ -8,10 +8,15 @@ optimization is run again to explain one.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .plan import Plan, PlanNode
+
+if TYPE_CHECKING:
+    from .deltas import DeltaStats
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,6 @@ class EstimateChange:
                 f"(x{self.ratio:.3g})")
 
 
-@dataclass(frozen=True)
 class PlanChange:
     """The outcome of one ``Optimizer.reoptimize`` call (``Optimizer.last_change``).
 
@@ -40,17 +44,38 @@ class PlanChange:
     longer fits). ``estimates`` are the expressions whose estimates moved, largest relative change
     first; ``entries`` the (relations, property) entries of the new plan whose sub-plan differs from
     the previous plan's.
+
+    A re-optimization records only what it already has at hand (the rows it replaced, the plans);
+    the descriptions are worked out when first read, so that a caller who never asks pays almost
+    nothing. Only a changed plan is re-costed, since an unchanged one costs what the new plan costs.
     """
 
-    delta: str
-    estimates: tuple[EstimateChange, ...]
-    cost_factors: tuple[tuple[str, float, float], ...]
-    previous: Plan
-    previous_now: Plan | None
-    plan: Plan
-    entries: tuple[tuple[tuple[str, ...], str], ...]
+    def __init__(self, delta: "DeltaStats", moves: list[tuple[int, float, float]],
+                 cost_factors: tuple[tuple[str, float, float], ...], previous: Plan, previous_now: Plan | None,
+                 plan: Plan):
+        self._delta = delta
+        self._moves = moves  # (expression, old rows, new rows) of every estimate that moved
+        self.cost_factors = cost_factors
+        self.previous = previous
+        self.previous_now = previous_now
+        self.plan = plan
 
-    @property
+    @functools.cached_property
+    def delta(self) -> str:
+        """The delta, as ``DeltaStats.describe`` words it."""
+        return self._delta.describe()
+
+    @functools.cached_property
+    def estimates(self) -> tuple[EstimateChange, ...]:
+        query = self.plan.query
+        changes = [EstimateChange(tuple(query.names(mask)), old, new) for mask, old, new in self._moves]
+        return tuple(sorted(changes, key=lambda c: -abs(math.log(max(c.new_rows, 1e-300) / max(c.old_rows, 1e-300)))))
+
+    @functools.cached_property
+    def entries(self) -> tuple[tuple[tuple[str, ...], str], ...]:
+        return changed_entries(self.previous, self.plan) if self.changed else ()
+
+    @functools.cached_property
     def changed(self) -> bool:
         """Whether the best plan is a different plan (not merely re-costed)."""
         return self.plan.key() != self.previous.key()
