@@ -46,6 +46,33 @@ def test_bad_delta_raises_and_queues_nothing(paths, call, message):
     assert snapshot(paths) == before
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda e: e.insert("edge", None), "must be an iterable of rows, got None"),
+    (lambda e: e.delete("edge", 5), "must be an iterable of rows, got 5"),
+])
+def test_rows_that_are_not_a_collection_are_refused_and_queue_nothing(paths, call, message):
+    before = snapshot(paths)
+    with pytest.raises(DeltaError, match=message):
+        call(paths)
+    assert snapshot(paths) == before
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda e: e.lookup("dist", "a", (1,)), "lookup positions must be a tuple"),
+    (lambda e: e.lookup("dist", (True,), (1,)), "needs one key value per position"),
+    (lambda e: e.lookup("dist", (0,), 1), "a lookup key must be a tuple"),
+    (lambda e: e.candidates("dist", 5), "an aggregate group must be a tuple"),
+    (lambda e: e.run(deltas="no"), "takes True or False"),
+    (lambda e: e.inject_failure(-1), "a count of at least 0 or None"),
+    (lambda e: e.inject_failure("x"), "a count of at least 0 or None"),
+])
+def test_a_reading_or_running_call_with_arguments_of_the_wrong_shape_is_a_typed_error(paths, call, message):
+    before = snapshot(paths)
+    with pytest.raises(DatalogError, match=message):
+        call(paths)
+    assert snapshot(paths) == before
+
+
 def test_deleting_a_row_queued_for_insertion_is_allowed(paths):
     paths.insert("edge", [(3, 4, 1.0)])
     paths.delete("edge", [(3, 4, 1.0)])

@@ -44,6 +44,13 @@ class RelationDelta:
         return bool(self.inserted or self.deleted or self.updated)
 
 
+def _sequence(value: Any, what: str) -> tuple:
+    """``value`` as a tuple, where it is a sequence of values (a string is one value, not many)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise DatalogError(f"{what} must be a tuple of values, got {_short(value)}")
+    return tuple(value)
+
+
 class Engine:
     """Evaluates a ``Program`` incrementally.
 
@@ -145,6 +152,8 @@ class Engine:
             raise DeltaError(f"'{relation}' is derived by rules; only .input relations take deltas")
         if isinstance(rows, (str, bytes)):
             raise DeltaError(f"rows for '{relation}' must be an iterable of rows, not a string")
+        if not isinstance(rows, Iterable):
+            raise DeltaError(f"rows for '{relation}' must be an iterable of rows, got {_short(rows)}")
         checked: list[Row] = []
         # held in locals: a from-scratch load checks tens of thousands of rows here
         append, arity, low, high = checked.append, info.arity, INT_MIN, INT_MAX
@@ -194,8 +203,9 @@ class Engine:
     def lookup(self, relation: str, positions: tuple[int, ...], key: tuple) -> set[Row]:
         """Visible rows whose values at ``positions`` equal ``key`` (an index is kept from then on)."""
         info = self._known(relation)
-        positions, key = tuple(positions), tuple(key)
-        if len(positions) != len(key) or any(not 0 <= p < info.arity for p in positions):
+        positions, key = _sequence(positions, "lookup positions"), _sequence(key, "a lookup key")
+        if (len(positions) != len(key)
+                or any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < info.arity for p in positions)):
             raise DatalogError(f"lookup on '{relation}' (arity {info.arity}) needs one key value per position "
                                f"in range; got positions {positions!r} and key {_short(key)}")
         return self._core.lookup(info.alias_of or relation, positions, key)
@@ -219,7 +229,7 @@ class Engine:
         info = self._known(relation)
         if not info.aggregate:
             raise DatalogError(f"'{relation}' is not an aggregate relation")
-        return self._core.candidates(relation, tuple(group))
+        return self._core.candidates(relation, _sequence(group, "an aggregate group"))
 
     def _known(self, name: str):
         info = self.program.relations.get(name)
@@ -241,6 +251,8 @@ class Engine:
         On failure the engine is exactly as before the call (queued deltas included) and an
         ``EvaluationError`` says which rule failed and why.
         """
+        if not isinstance(deltas, bool):
+            raise DatalogError(f"run(deltas=...) takes True or False, got {_short(deltas)}")
         changes = self._core.run(self._pending, not self._seeded, deltas)
         self._pending = {}
         self._seeded = True
@@ -250,6 +262,9 @@ class Engine:
         """Test hook: the next ``run()`` fails after this many state changes, as a bug in the engine
         would (a panic inside the native core, an exception in the Python one). It must raise
         ``EvaluationError`` and leave the engine exactly as before; ``None`` cancels."""
+        if after_changes is not None and (isinstance(after_changes, bool) or not isinstance(after_changes, int)
+                                          or after_changes < 0):
+            raise DatalogError(f"inject_failure takes a count of at least 0 or None, got {_short(after_changes)}")
         self._core.inject_failure(after_changes)
 
     def _bind_functions(self, functions: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
