@@ -8,13 +8,12 @@ final incremental state is checked against networkx Dijkstra, so the figures are
 The backends take turns (each from-scratch round, and each block of 40 updates, timed on one backend
 after the other), so that the ratios between them hold on a shared machine whose load drifts.
 
-    .venv/bin/python experiments/bench_engine.py [--edges 10000] [--updates 40] [--backends native,python] [--json out.json]
+    .venv/bin/python experiments/bench_engine.py [--edges 10000] [--updates 40] [--backends native,python] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import networkx as nx
 
 from reopt.datalog import Engine, Program
+from results import Results
 from timing import interleaved_samples
 
 BLOCK = 10  # updates of each kind timed on one backend before the next takes its turn
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--scratch-runs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backends", default="native,python", help="comma-separated evaluation backends")
-    parser.add_argument("--json", help="write the figures to this file")
+    Results.option(parser, "bench_engine")
     args = parser.parse_args()
 
     edges = random_graph(args.edges, random.Random(args.seed))
@@ -146,16 +146,15 @@ def main() -> None:
         scratch_x = statistics.median(p["scratch"]) / statistics.median(n["scratch"])
         update_x = statistics.median(p["any"]) / statistics.median(n["any"])
         print(f"native vs python: from scratch {scratch_x:.2f}x faster, median update {update_x:.2f}x faster")
-    if args.json:
-        record = [{
-            "backend": r["backend"],
-            "edges": len(edges),
-            "correct": r["correct"],
-            "scratch_median_s": statistics.median(r["scratch"]),
-            "update_median_s": {k: statistics.median(v) for k, v in r["updates"].items()},
-            "any_update_median_s": statistics.median(r["any"]),
-        } for r in results]
-        Path(args.json).write_text(json.dumps(record, indent=2))
+    record = [{
+        "backend": r["backend"],
+        "edges": len(edges),
+        "correct": r["correct"],
+        "scratch_median_s": statistics.median(r["scratch"]),
+        "update_median_s": {k: statistics.median(v) for k, v in r["updates"].items()},
+        "any_update_median_s": statistics.median(r["any"]),
+    } for r in results]
+    print(f"wrote {Results.of(args, 'bench_engine').json(record)}")
     if not all(r["correct"] for r in results):
         raise SystemExit("incremental state differs from networkx")
 

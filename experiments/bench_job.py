@@ -34,7 +34,6 @@ re-optimizing pays; below, optimizing again would have been faster).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import resource
 import queue
@@ -45,6 +44,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from results import Results
 
 OPTIMIZERS = ("default", "none", "topdown", "bottomup")
 CHANGES = ("join x8", "join x1/8", "table x8")
@@ -303,8 +303,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="processes at once (1 keeps CPU times honest)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="times each change is made and undone; the default's re-optimization is their median")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "job")
-    parser.add_argument("--resume", action="store_true", help="keep the results already in OUT/job.json")
+    Results.option(parser, "bench_job")
+    parser.add_argument("--resume", action="store_true", help="keep the results already in OUT/bench_job.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeat < 1:
@@ -322,8 +322,8 @@ def main() -> None:
     optimizers = args.optimizers.split(",")
     catalog = job_catalog()
     relations = {n: len(parse_sql(job_sql(n), catalog).relations) for n in names}
-    args.out.mkdir(parents=True, exist_ok=True)
-    saved = args.out / "job.json"
+    output = Results.of(args, "bench_job")
+    saved = output.path("json")
     # Results are saved after every task, so an interrupted run resumes where it stopped (--resume).
     results: list[dict] = json.loads(saved.read_text()) if args.resume and saved.exists() else []
     done = {(r["query"], r["optimizer"]) for r in results}
@@ -340,17 +340,14 @@ def main() -> None:
     results = [r for r in results if r["query"] in relations and r["optimizer"] in optimizers]
     fields = ["query", "optimizer", "status", "relations", "subsets", "pairs", "optimize_s",
               *[f"{c}_s" for c in CHANGES], *[f"{c}_first_s" for c in CHANGES], "peak_mb"]
-    with open(args.out / "job.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(results)
-    plot(results, args.out / "job.png")
+    output.csv(results, fields)
+    plot(results, output.png())
     print("\n".join(summary(results, optimizers)))
     compared, equal, mismatches = agreement(results)
     print(f"plans equal to top-down's: {equal} of {compared} compared")
     for m in mismatches[:10]:
         print("  MISMATCH", m)
-    print(f"wrote {args.out / 'job.json'}, {args.out / 'job.csv'}, {args.out / 'job.png'}")
+    print(f"wrote {saved}, {output.path('csv')}, {output.png()}")
     if mismatches:
         sys.exit(1)
 

@@ -20,6 +20,8 @@ import sys
 import time
 from dataclasses import replace
 
+from results import Results
+
 
 def child(query: str, pruning: str, backend: str, max_join_pairs: int | str | None) -> None:
     import reopt
@@ -51,6 +53,7 @@ def main() -> None:
                         type=lambda v: None if v == "none" else v if v == "auto" else int(v),
                         help="the optimizer's size limit in connected pairs, 'none', or 'auto', the library's "
                              "for the pruning setting (default)")
+    Results.option(parser, "bench_memory")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -79,6 +82,7 @@ def main() -> None:
         share = (n["peak_bytes"] - n["before_bytes"]) / (p["peak_bytes"] - p["before_bytes"])
         print(f"native's growth is {share:.3f} of python's; peak {n['peak_bytes'] / p['peak_bytes']:.2f}; "
               f"time {p['seconds'] / n['seconds']:.1f}x faster")
+    print(f"wrote {Results.of(args, 'bench_memory').json({'query': args.query, 'pruning': args.pruning, **results})}")
 
 
 if __name__ == "__main__":

@@ -10,17 +10,16 @@ selectivity changes by 1/8, 1/4, 1/2, 2, 4 and 8 times at every join predicate (
 each one reverted before the next. Every re-optimized plan is checked against a full optimization
 with the same statistics, so the times are for correct results.
 
-    .venv/bin/python experiments/bench_optimizer.py [--runs 7] [--backends native,python] [--json out.json]
+    .venv/bin/python experiments/bench_optimizer.py [--runs 7] [--backends native,python] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 import reopt
+from results import Results
 from changes import FACTORS, selectivity_change
 from reopt.baselines import TopDownOptimizer
 from reopt.optimizer.sql import parse_sql
@@ -73,7 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="rounds of from-scratch optimizations, timed in turns")
     parser.add_argument("--backends", default="native,python", help="comma-separated evaluation backends")
-    parser.add_argument("--json", help="write the records to this file")
+    Results.option(parser, "bench_optimizer")
     args = parser.parse_args()
     records = [record for name in QUERIES for record in bench(name, args.backends.split(","), args.runs)]
     print(f"{'query':<8}{'backend':<9}" + "".join(f"{'optimize ' + x + ' ms':>20}" for x in SETTINGS)
@@ -94,8 +93,7 @@ def main() -> None:
                   f" with the goal bound {p['optimize_goal_s'] / n['optimize_goal_s']:.1f}x; native at "
                   f"{n['optimize_none_s'] / n['topdown_s']:.2f}x top-down with no pruning, the goal bound at "
                   f"{n['optimize_goal_s'] / n['topdown_s']:.2f}x")
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=2))
+    print(f"wrote {Results.of(args, 'bench_optimizer').json(records)}")
 
 
 if __name__ == "__main__":

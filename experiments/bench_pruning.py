@@ -13,17 +13,16 @@ and each pruning setting (none, goal, aggsel, aggsel+refcount, aggsel+bounding, 
 
 Every re-optimized plan is checked against a fresh unpruned optimization.
 
-    .venv/bin/python experiments/bench_pruning.py [--repeat 3] [--backends native,python] [--json out.json]
+    .venv/bin/python experiments/bench_pruning.py [--repeat 3] [--backends native,python] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 import reopt
+from results import Results
 from changes import FACTORS, selectivity_change
 from timing import median_time, timed
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
@@ -79,7 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--backends", default="native,python", help="comma-separated evaluation backends")
-    parser.add_argument("--json", help="write the records to this file")
+    Results.option(parser, "bench_pruning")
     args = parser.parse_args()
     catalog = reopt.Catalog.tpch(1)
     backends = args.backends.split(",")
@@ -96,8 +95,7 @@ def main() -> None:
                       f"{r['alternatives_costed_ratio']:>7.0%}{r['state_bytes'] / 1024:>10.0f}{r['initial_s'] * 1e3:>12.1f}{r['reopt_median_s'] * 1e3:>10.1f}"
                       f"{r['reopt_median_s'] / rows['aggsel']['reopt_median_s']:>9.2f}x"
                       f"{r['entries_touched_median']:>7.0%}/{r['alternatives_touched_median']:.0%}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1))
+    print(f"wrote {Results.of(args, 'bench_pruning').json(records)}")
 
 
 if __name__ == "__main__":

@@ -15,18 +15,16 @@
 Every re-optimized plan is checked against the full top-down re-optimization. Full optimizations
 are timed as medians of ``--repeat`` runs after a warm-up, each change of part 2 as the median of
 ``--repeat`` re-optimizations (the change made, reverted and made again), and each update of the
-stream once. Prints tables, writes CSV (``--csv``), JSON (``--json``) and a
-PNG of part 2 (``--png``: each change's speedup over a full top-down re-optimization by factor, the
-declarative and the procedural incremental optimizer side by side, on a log scale).
+stream once. Prints tables, and writes JSON, CSV and a PNG of part 2 under ``--out`` (``results.py``):
+each change's speedup over a full top-down re-optimization by factor, the declarative and the
+procedural incremental optimizer side by side, on a log scale.
 
-    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--backend native|python] [--json out.json]
-        [--csv out.csv] [--png out.png]
+    .venv/bin/python experiments/bench_reopt.py [--repeat 3] [--backend native|python] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import random
 import statistics
@@ -34,6 +32,7 @@ from pathlib import Path
 
 import reopt
 from reopt.datalog.engine import BACKENDS, default_backend
+from results import Results
 from timing import interleaved_samples, median_time, timed
 from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
 from changes import FACTORS, selectivity_change
@@ -185,9 +184,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--backend", default=default_backend(), choices=BACKENDS,
                         help="the declarative optimizer's evaluation backend (default: %(default)s)")
-    parser.add_argument("--json", help="write records and summary to this file")
-    parser.add_argument("--csv", help="write the records to this CSV file")
-    parser.add_argument("--png", help="plot each change's re-optimization speedups to this PNG file")
+    Results.option(parser, "bench_reopt")
     args = parser.parse_args()
 
     print(f"declarative optimizer on the {args.backend} backend")
@@ -239,17 +236,9 @@ def main() -> None:
     }
     print("\nsummary:", json.dumps(summary, indent=1))
     records = initial + reopt_records + stream
-    if args.json:
-        Path(args.json).write_text(json.dumps({"records": records, "summary": summary}, indent=1))
-    if args.csv:
-        keys = sorted({k for r in records for k in r})
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(records)
-    if args.png:
-        plot(reopt_records, Path(args.png))
-        print(f"wrote {args.png}")
+    results = Results.of(args, "bench_reopt")
+    plot(reopt_records, results.png())
+    print(f"wrote {results.json({'records': records, 'summary': summary})}, {results.csv(records)}, {results.png()}")
 
 
 if __name__ == "__main__":

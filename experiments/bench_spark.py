@@ -12,9 +12,9 @@ cold), and must return the same results:
   tables and analysed (``ANALYZE TABLE ... FOR ALL COLUMNS``; the analysis time is reported apart).
 
 Prints per-variant totals and medians, the adaptive speedups, and re-optimization as a share of the
-adaptive total. ``--json PATH`` writes the per-batch records and the summary.
+adaptive total. The per-batch records and the summary go to ``--out`` (``results.py``).
 
-    .venv/bin/python experiments/bench_spark.py [--batches 21] [--rows 1000000] [--json out.json]
+    .venv/bin/python experiments/bench_spark.py [--batches 21] [--rows 1000000] [--out DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import reopt
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
+from results import Results
 from timing import timed
 from reopt.spark import catalog_from_spark, local_session
 from reopt.spark.drift import DriftConfig, query_sql, write_workload
@@ -46,7 +47,7 @@ def main() -> None:
                         help="reopt's broadcast threshold in MB of estimated bytes as Spark sizes them (default 10, as Spark's)")
     parser.add_argument("--pruning", default="goal", choices=list(PRUNING_SETTINGS),
                         help="the optimizer's pruning setting (default goal, as in the demo and the library)")
-    parser.add_argument("--json", help="write records and summary to this file")
+    Results.option(parser, "bench_spark")
     args = parser.parse_args()
 
     config = DriftConfig(batches=args.batches, rows_per_batch=args.rows, dimension_keys=args.keys, seed=args.seed)
@@ -126,8 +127,8 @@ def main() -> None:
         "reopt_share": sum(r["reopt_s"] for r in records) / totals["adaptive_s"],
     }
     print("\nsummary:", json.dumps(summary, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"records": records, "summary": summary}, indent=1))
+    results = Results.of(args, "bench_spark")
+    print(f"wrote {results.json({'records': records, 'summary': summary})}, {results.csv(records)}")
     spark.stop()
 
 

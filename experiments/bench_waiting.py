@@ -11,17 +11,16 @@ largest table x8), this prints the plan costs derived at initial optimization an
 each change made, timed and reverted in turns, medians. Every re-optimized plan is checked against a
 full top-down optimization, so the times are for correct results.
 
-    .venv/bin/python experiments/bench_waiting.py [--switch wait|floor] [--job 8c,13a,17a,22a,26a] [--repeat 3] [--json out.json]
+    .venv/bin/python experiments/bench_waiting.py [--switch wait|floor] [--job 8c,13a,17a,22a,26a] [--repeat 3] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 import reopt
+from results import Results
 from changes import join_changes, selectivity_change
 from reopt.baselines import TopDownOptimizer
 from reopt.optimizer.sql import parse_sql
@@ -93,7 +92,7 @@ def main() -> None:
     parser.add_argument("--switch", choices=sorted(SWITCHES), default="wait", help="the pruning switch turned off")
     parser.add_argument("--job", default="8c,13a,17a,22a,26a", help="comma-separated JOB queries ('' for none)")
     parser.add_argument("--repeat", type=int, default=3, help="times each change is made and timed")
-    parser.add_argument("--json", help="write the records to this file")
+    Results.option(parser, "bench_waiting")
     args = parser.parse_args()
     variants = {"without": reopt.OptimizerConfig(**{SWITCHES[args.switch]: False}), "with": reopt.OptimizerConfig()}
     print("| query | relations | plan costs derived, initial (without / with) | initial ms | initial speed-up "
@@ -109,8 +108,7 @@ def main() -> None:
               f"| {r['reopt_without_s'] * 1e3:.2f} / {r['reopt_with_s'] * 1e3:.2f} | {r['reopt_speedup']:.2f}x |",
               flush=True)
     print("(speed-ups: the time without over the time with; for re-optimization the median over the changes)")
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1))
+    print(f"wrote {Results.of(args, 'bench_waiting').json(records)}")
 
 
 if __name__ == "__main__":

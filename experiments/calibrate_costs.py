@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 import reopt
 from reopt.spark import local_session
 from reopt.spark.drift import DriftConfig, dimension, events_batch
+from results import Results
 from timing import median_time
 
 
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--master", default="local[1]")
+    Results.option(parser, "calibrate_costs")
     args = parser.parse_args()
 
     config = DriftConfig(rows_per_batch=args.rows, dimension_keys=args.keys)
@@ -113,6 +115,9 @@ def main() -> None:
     for name, measured, default in jobs:
         print(f"{name:<36}{measured * 1e3:>12.1f}{default * 1e3:>12.1f}{measured / default:>8.2f}")
     spark.stop()
+    rows = [{"operator": name, "measured_s": measured, "default_s": default} for name, measured, default in figures + jobs]
+    results = Results.of(args, "calibrate_costs")
+    print(f"wrote {results.json(rows)}, {results.csv(rows, list(rows[0]))}")
 
 
 if __name__ == "__main__":

@@ -6,28 +6,29 @@ order chosen greedily (``reopt/optimizer/greedy.py``). This script forces that o
 to ``--max-relations`` (a limit of one pair puts every query over it) and compares each plan's
 estimated cost with the exact optimum's, and the times of both (median of ``--repeat``, each
 optimizer built afresh). It prints the cost ratio by size class, writes the rows as CSV, and plots
-the cost ratio and both times against the number of relations (``--png``).
+the cost ratio and both times against the number of relations (a PNG under ``--out``).
 
-    .venv/bin/python experiments/greedy_quality.py [--max-relations 12] [--repeat 3] [--csv F] [--png F]
+    .venv/bin/python experiments/greedy_quality.py [--max-relations 12] [--repeat 3] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import warnings
+from pathlib import Path
 
 import reopt
 from reopt.optimizer.sql import parse_sql
 from reopt.optimizer.workloads import JOB_NAMES, job_catalog, job_sql
+from results import Results
 from timing import median_time
 
 GREEDY = reopt.OptimizerConfig(max_join_pairs=1, beyond_limit="greedy")
 CLASSES = ((4, 6), (7, 9), (10, 12), (13, 17))
 
 
-def plot(rows: list[dict], path: str) -> None:
+def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,8 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-relations", type=int, default=12)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--csv", help="write one row per query to this file")
-    parser.add_argument("--png", help="plot the cost ratios and times to this file")
+    Results.option(parser, "greedy_quality")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)  # the greedy optimizer says it approximates, every time
     catalog = job_catalog()
@@ -89,13 +89,9 @@ def main() -> None:
               f"{statistics.median(ratios):>18.3f} {ratios[int(0.9 * (len(ratios) - 1))]:>8.3f} {ratios[-1]:>8.2f} "
               f"{statistics.median(r['greedy_s'] for r in group) * 1e3:>10.1f} "
               f"{statistics.median(r['exact_s'] for r in group) * 1e3:>10.1f}")
-    if args.png:
-        plot(rows, args.png)
-    if args.csv:
-        with open(args.csv, "w", newline="") as out:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    results = Results.of(args, "greedy_quality")
+    plot(rows, results.png())
+    print(f"wrote {results.json(rows)}, {results.csv(rows, list(rows[0]))}, {results.png()}")
 
 
 if __name__ == "__main__":
