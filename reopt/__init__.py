@@ -13,6 +13,7 @@ from .optimizer import (
     Query,
     QueryError,
     QueryTooLargeError,
+    StateFileError,
     StatisticsError,
     UnsupportedSQLError,
 )
@@ -24,5 +25,5 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 __all__ = [
     "Catalog", "CostWeights", "DeltaStats", "Optimizer", "OptimizerConfig", "OptimizerError", "Plan", "Query",
-    "QueryError", "QueryTooLargeError", "StatisticsError", "UnsupportedSQLError", "__version__",
+    "QueryError", "QueryTooLargeError", "StateFileError", "StatisticsError", "UnsupportedSQLError", "__version__",
 ]

@@ -30,7 +30,8 @@ from rich.table import Table
 
 from . import __version__
 from .datalog import DatalogError, Engine, Program
-from .optimizer import Catalog, Optimizer, OptimizerConfig, OptimizerError, QueryTooLargeError
+from .optimizer import (Catalog, DeltaStats, Optimizer, OptimizerConfig, OptimizerError, Plan, QueryTooLargeError,
+                        StatisticsError)
 from .optimizer.optimizer import PRUNING_SETTINGS
 from .optimizer.workloads import TPCH
 
@@ -154,8 +155,9 @@ class _InputError(Exception):
 
 
 def _shown(path: str) -> str:
-    """A path as an error message shows it, cut to a readable length."""
-    return path if len(path) <= 60 else path[:57] + "..."
+    """A path as an error message shows it, cut to a readable length from the front, since its
+    end names the file."""
+    return path if len(path) <= 60 else "..." + path[-57:]
 
 
 def _typed(path: str) -> bool:
@@ -222,15 +224,19 @@ def _explain(args: argparse.Namespace) -> int:
     catalog = Catalog.load(args.stats) if args.stats else Catalog.tpch(args.tpch)
     start = time.perf_counter()
     config = OptimizerConfig(beyond_limit=args.beyond_limit)
+    delta = _delta(args.delta) if args.delta else None
     with warnings.catch_warnings(record=True) as approximations:
         warnings.simplefilter("always", UserWarning)
         try:
-            plan = Optimizer.from_sql(sql, catalog, config, dialect=args.dialect).optimize()
+            optimizer = Optimizer.from_sql(sql, catalog, config, dialect=args.dialect)
+            plan = optimizer.optimize()
         except QueryTooLargeError as exc:
             raise QueryTooLargeError(f"{exc}; here: reopt explain --beyond-limit greedy") from None
     for warning in approximations:
         print(f"warning: {warning.message}", file=sys.stderr)
     elapsed = time.perf_counter() - start
+    if delta is not None:
+        return _explain_change(optimizer, plan, delta, args.format)
     if args.format == "json":
         print(json.dumps(plan.to_dict(), indent=2))
     elif args.format == "dot":
@@ -239,6 +245,37 @@ def _explain(args: argparse.Namespace) -> int:
         print(plan.explain())
         print(f"join order: {plan.join_order()}")
         print(f"cost: {plan.cost:.6g} core-s  (optimized in {elapsed * 1000:.1f} ms)")
+    return 0
+
+
+def _delta(path: str) -> DeltaStats:
+    try:
+        data = json.loads(_read_text(path, "delta file"))
+    except json.JSONDecodeError as exc:
+        raise _InputError(f"delta file {_shown(path)}, line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    try:
+        return DeltaStats.from_dict(data)
+    except StatisticsError as exc:
+        raise _InputError(f"delta file {_shown(path)}: {exc}") from None
+
+
+def _explain_change(optimizer: Optimizer, before: Plan, delta: DeltaStats, form: str) -> int:
+    """The plan before and after ``delta``, and why it changed (``PlanChange``)."""
+    start = time.perf_counter()
+    after = optimizer.reoptimize(delta)
+    elapsed = time.perf_counter() - start
+    change = optimizer.last_change
+    if form == "json":
+        print(json.dumps({"before": before.to_dict(), "after": after.to_dict(), "change": change.to_dict()}, indent=2))
+    elif form == "dot":
+        print(after.to_dot())
+    else:
+        print("before the delta:")
+        print(before.explain())
+        print("\nafter the delta:")
+        print(after.explain())
+        print(f"\n{change.explain()}")
+        print(f"(re-optimized in {elapsed * 1000:.1f} ms)")
     return 0
 
 
@@ -274,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
                               "one greedy join order")
     explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
                          help="text (default), json (Plan.to_dict) or dot (Graphviz: reopt explain ... | dot -Tpng)")
+    explain.add_argument("--delta", metavar="DELTA.json",
+                         help='re-optimize after these runtime statistics and show the plan before and after, and '
+                              'why: a JSON list of changes such as [{"table": "orders", "rows": 3e7}, {"selectivity": '
+                              '"PREDICATE", "value": 0.01}, {"cardinality": ["c", "o"], "rows": 5e7}, '
+                              '{"cost_factor": "sort_merge_join", "value": 2}]')
     explain.set_defaults(handler=_explain)
     evaluate = sub.add_parser("eval", help="evaluate a rule file on JSON facts")
     evaluate.add_argument("rules", help="a .dl rule file")

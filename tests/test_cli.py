@@ -181,3 +181,42 @@ def test_demo_compares_three_runs_and_ends_with_its_summary_line():
     assert list(fields) == ["batches", "plan_changes", "adaptive_s", "static_s", "speedup", "reopt_share", "aqe_s",
                             "speedup_vs_aqe"]
     assert fields["batches"] == "3"
+
+
+def test_explain_with_a_delta_shows_both_plans_and_why_the_plan_changed(tmp_path, capsys):
+    delta = tmp_path / "delta.json"
+    delta.write_text(json.dumps([{"table": "orders", "rows": 3e7}, {"cardinality": ["customer", "orders"], "rows": 4e8}]))
+    assert main(["explain", "q5", "--delta", str(delta)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("before the delta:") < out.index("after the delta:") < out.index("delta: table orders rows=3e+07")
+    assert "estimate {customer, orders} 227,651 -> 400,000,000 rows" in out
+    assert "previous plan: " in out and "new plan: " in out
+
+
+def test_explain_with_a_delta_as_json_holds_the_change(tmp_path, capsys):
+    delta = tmp_path / "delta.json"
+    delta.write_text(json.dumps([{"cost_factor": "broadcast_hash_join", "value": 50}]))
+    assert main(["explain", "q5", "--delta", str(delta), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["before"]["key"] != shown["after"]["key"]
+    assert shown["change"]["changed"] is True
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"table": "orders"}', "a delta is a list of changes"),
+    ('[{"tabel": "orders", "rows": 5}]', 'change 1 of the delta must be one of {"table": NAME'),
+    ('[{"table": "orders", "rows": 5},', "line 1, column 33"),
+])
+def test_explain_refuses_a_malformed_delta_file_naming_it(tmp_path, capsys, content, message):
+    delta = tmp_path / "delta.json"
+    delta.write_text(content)
+    assert main(["explain", "q5", "--delta", str(delta)]) == 2
+    err = capsys.readouterr().err
+    assert "delta file" in err and "delta.json" in err and message in err
+
+
+def test_explain_refuses_a_delta_naming_a_predicate_the_query_lacks(tmp_path, capsys):
+    delta = tmp_path / "delta.json"
+    delta.write_text(json.dumps([{"selectivity": "x = y", "value": 0.1}]))
+    assert main(["explain", "q5", "--delta", str(delta)]) == 2
+    assert "'x = y' is not a predicate of the query" in capsys.readouterr().err

@@ -8,11 +8,12 @@ from .errors import OptimizerError, QueryError, QueryTooLargeError, StatisticsEr
 from .optimizer import Optimizer, OptimizerConfig, OptimizerMetrics
 from .plan import Plan, PlanNode
 from .query import Query, QueryBuilder
+from .state_file import StateFileError
 from .sql import parse_sql
 from . import workloads
 
 __all__ = [
     "Catalog", "ColumnStats", "TableStats", "CostModel", "CostWeights", "DeltaStats", "Optimizer",
     "OptimizerConfig", "OptimizerMetrics", "Plan", "PlanNode", "Query", "QueryBuilder", "parse_sql", "OptimizerError",
-    "QueryError", "QueryTooLargeError", "StatisticsError", "UnsupportedSQLError", "workloads",
+    "QueryError", "QueryTooLargeError", "StateFileError", "StatisticsError", "UnsupportedSQLError", "workloads",
 ]

@@ -28,6 +28,13 @@ def _check_name(value: object, what: str) -> None:
         raise StatisticsError(f"{what} is named by a string, got {shown(value)}")
 
 
+# A change as data: its kind's key, and the value keys it may hold.
+_SHAPES = {"table": ("rows", "bytes", "width"), "selectivity": ("value",), "cardinality": ("rows",),
+           "cost_factor": ("value",)}
+_EXAMPLES = ('{"table": NAME, "rows": N}', '{"selectivity": PREDICATE, "value": S}',
+             '{"cardinality": [RELATION, ...], "rows": N}', '{"cost_factor": OPERATOR, "value": F}')
+
+
 @dataclass(frozen=True)
 class _Change:
     kind: str  # table, selectivity, cardinality, cost_factor
@@ -93,6 +100,45 @@ class DeltaStats:
     def describe(self) -> str:
         """The changes for a person to read: ``{customer, orders} rows=5e+07; table orders rows=2e+06``."""
         return "; ".join(change.describe() for change in self.changes) or "no change"
+
+    def to_dict(self) -> list[dict]:
+        """The changes as plain data (JSON-ready), one object per change; ``from_dict`` reads it back."""
+        out = []
+        for change in self.changes:
+            if change.kind == "table":
+                sizes = zip(("rows", "bytes", "width"), change.values)
+                out.append({"table": change.target, **{name: value for name, value in sizes if value is not None}})
+            elif change.kind == "cardinality":
+                out.append({"cardinality": sorted(change.target), "rows": change.values[0]})
+            else:
+                out.append({change.kind: change.target, "value": change.values[0]})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> "DeltaStats":
+        """Changes written as ``to_dict`` writes them, e.g. ``[{"table": "orders", "rows": 2e6},
+        {"selectivity": "c.c_custkey = o.o_custkey", "value": 0.01}, {"cardinality": ["c", "o"],
+        "rows": 5e7}, {"cost_factor": "sort_merge_join", "value": 1.5}]``. Values are checked when the
+        delta is applied; a change of an unknown shape raises ``StatisticsError`` here."""
+        if not isinstance(data, list):
+            raise StatisticsError(f"a delta is a list of changes, got {shown(data)}")
+        deltas = []
+        for index, change in enumerate(data):
+            kinds = [kind for kind in _SHAPES if isinstance(change, dict) and kind in change]
+            if len(kinds) != 1 or set(change) - {kinds[0], *_SHAPES[kinds[0]]}:
+                raise StatisticsError(
+                    f"change {index + 1} of the delta must be one of {', '.join(_EXAMPLES)}, got {shown(change)}")
+            kind = kinds[0]
+            values = {name: change[name] for name in _SHAPES[kind] if name in change}
+            if kind == "table":
+                deltas.append(cls.table(change[kind], **values))
+            elif "rows" not in values and "value" not in values:
+                raise StatisticsError(f"change {index + 1} of the delta ({kind}) needs a value, got {shown(change)}")
+            elif kind == "cardinality":
+                deltas.append(cls.cardinality(change[kind], values["rows"]))
+            else:
+                deltas.append(getattr(cls, kind)(change[kind], values["value"]))
+        return cls.batch(deltas)
 
     def apply(self, catalog: Catalog, query: Query) -> Catalog:
         """A new catalog with every change applied; any invalid change raises before anything changes

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 from sqlglot import exp
@@ -30,6 +31,7 @@ from .fact_deltas import LoadedFacts, fact_delta, resolve, stats_row
 from .greedy import greedy_join_tree
 from .plan import Plan, PlanNode
 from .plan_change import PlanChange
+from . import state_file
 from .plan_space import ANY, OPERATORS, PlanSpace
 from .query import Query
 from .sql import parse_sql
@@ -348,6 +350,19 @@ class Optimizer:
             vars(self).clear()
             vars(self).update(before)
             raise
+
+    def save(self, path: str | Path) -> Path:
+        """Write the optimizer's state (the query, the catalog with every delta applied, the
+        configuration) to ``path``, replacing the file only once the new one is whole
+        (``state_file``). ``Optimizer.load`` reads it back."""
+        return state_file.write(path, state_file.optimizer_state(self))
+
+    @classmethod
+    def load(cls, path: str | Path, backend: str | None = None) -> "Optimizer":
+        """The optimizer saved at ``path``, on ``backend`` (default: the one it was saved with). It
+        gives the plan the saved optimizer had and re-optimizes incrementally from there. A file that
+        cannot be used raises ``StateFileError`` naming it."""
+        return state_file.optimizer_from_state(state_file.read(path), path, backend)
 
     def costed(self, plan: Plan) -> Plan | None:
         """``plan`` (a plan of this optimizer's query) with its rows and costs estimated under the

@@ -311,6 +311,34 @@ class Query:
                 return canonical
         raise QueryError(f"{text!r} is not a predicate of the query; its predicates are: {', '.join(sorted(known))}")
 
+    # -- as data --------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """The query as plain data (JSON-ready), predicates as SQL text; ``from_dict`` reads it back."""
+        return {
+            "relations": [[alias, table] for alias, table in self.relations],
+            "joins": [[str(p.left), str(p.right)] for p in self.joins],
+            "filters": [[f.alias, f.text] for f in self.filters],
+            "select": None if self.select is None else self.select.sql(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> "Query":
+        """The query ``to_dict`` wrote; anything else raises ``QueryError`` saying what is wrong."""
+        if not isinstance(data, dict) or not {"relations", "joins", "filters"} <= set(data):
+            raise QueryError('a query as data is an object with "relations", "joins" and "filters"')
+        try:
+            relations = [(str(alias), str(table)) for alias, table in data["relations"]]
+            joins = [JoinPredicate(_column(left), _column(right)) for left, right in data["joins"]]
+            filters = [Filter(str(alias).lower(), sqlglot.parse_one(text)) for alias, text in data["filters"]]
+            select = data.get("select")
+            select = None if select is None else sqlglot.parse_one(select)
+        except (TypeError, ValueError, sqlglot.errors.ParseError) as exc:
+            raise QueryError(f"a query as data holds a malformed part: {exc}") from None
+        if select is not None and not isinstance(select, exp.Select):
+            raise QueryError(f'a query\'s "select" is a SELECT statement, got {select.key.upper()}')
+        return cls(relations, joins, filters, select)
+
     # -- building ------------------------------------------------------------------------------
 
     @staticmethod

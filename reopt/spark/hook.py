@@ -14,12 +14,17 @@ stays. ``detach`` unregisters it.
 With ``stage_times=True`` (the default) the hook also registers a ``stages.StageListener``: when a SQL
 execution of the hook's current plan ends, its stage times become cost factors
 (``stages.cost_factor_feedback``) and the optimizer re-optimizes again.
+
+With ``state_dir``, the hook saves its optimizer there after every re-optimization and, created on
+a folder that holds a state, starts from it (``state_folder``): a restarted driver keeps what the
+hook had learnt.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 from pyspark.sql import SparkSession
@@ -30,15 +35,20 @@ from ..optimizer.plan import Plan
 from .callbacks import JvmObject, jvm_proxy
 from .metrics import describe, executed_tree_of, observed_cardinalities, plan_shape
 from .stages import StageListener, cost_factor_feedback, stage_operators
+from .state_folder import StateFolder
 
 log = logging.getLogger(__name__)
 
 
 class MetricsHook:
     def __init__(self, spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None,
-                 stage_times: bool = True, relation_of: Callable[[Any], str | None] | None = None):
+                 stage_times: bool = True, relation_of: Callable[[Any], str | None] | None = None,
+                 state_dir: str | Path | None = None):
         self.spark = spark
         self.relation_of = relation_of
+        self.state = None if state_dir is None else StateFolder(state_dir)
+        if self.state is not None:
+            optimizer, _saved = self.state.resume(optimizer)
         self.optimizer = optimizer
         self.on_plan = on_plan
         self.plan = optimizer.optimize()
@@ -135,6 +145,8 @@ class MetricsHook:
             self.on_plan(plan)
         self.plan = plan
         self._remember(plan)
+        if self.state is not None:
+            self.state.save(self.optimizer)
 
     def _remember(self, plan: Plan) -> None:
         """Keep the last few chosen plans by shape, to compare a finished execution with its estimates."""
@@ -171,11 +183,13 @@ class _Listener(JvmObject):
 
 
 def attach(spark: SparkSession, optimizer: Optimizer, on_plan: Callable[[Plan], None] | None = None,
-           stage_times: bool = True, relation_of: Callable[[Any], str | None] | None = None) -> MetricsHook:
+           stage_times: bool = True, relation_of: Callable[[Any], str | None] | None = None,
+           state_dir: str | Path | None = None) -> MetricsHook:
     """Register a hook that feeds ``optimizer`` after every action on a plan of its query.
     ``relation_of`` tells which relation an executed operator reads (see ``executed_tree_of``);
-    ``PlannedFrame.attach`` passes its own."""
-    return MetricsHook(spark, optimizer, on_plan, stage_times, relation_of).attach()
+    ``PlannedFrame.attach`` passes its own. With ``state_dir``, the hook starts from the state saved
+    there, if any, and saves its optimizer there after every re-optimization."""
+    return MetricsHook(spark, optimizer, on_plan, stage_times, relation_of, state_dir).attach()
 
 
 def detach(hook: MetricsHook) -> None:

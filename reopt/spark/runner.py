@@ -22,6 +22,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from py4j.protocol import Py4JJavaError
@@ -38,6 +39,7 @@ from ..optimizer.plan_space import SORT_MERGE_JOIN
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
 from .stages import StageListener, cost_factor_feedback, stage_operators
+from .state_folder import StateFolder
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +75,17 @@ class AdaptiveRunner:
     ``switch_margin`` is the hysteresis of plan switches: the runner moves to a new best plan only if
     it is estimated at least that share cheaper than the running plan under the same statistics, so
     estimates that wobble around a tie do not flip the plan batch after batch (0: always switch).
+
+    With ``state_dir`` (a folder, best kept beside the stream's checkpoint), the runner saves its
+    optimizer and running plan there after every batch, and a runner started on a folder that holds
+    a state resumes from it: ``optimizer`` gives the query and configuration, the folder the
+    statistics learnt (``state_folder``).
     """
 
     def __init__(self, optimizer: Optimizer, spark: SparkSession, static_tables: Mapping[str, DataFrame],
                  stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
                  stage_listener: StageListener | None = None, window: tuple[str, int] | None = None,
-                 switch_margin: float = DEFAULT_SWITCH_MARGIN):
+                 switch_margin: float = DEFAULT_SWITCH_MARGIN, state_dir: str | Path | None = None):
         query = optimizer.query
         tables = {table for _alias, table in query.relations}
         for name in [stream] + ([window[0]] if window else []):
@@ -88,7 +95,14 @@ class AdaptiveRunner:
             raise QueryError(f"a window holds at least one batch, not {window[1]}")
         if isinstance(switch_margin, bool) or not isinstance(switch_margin, (int, float)) or not 0 <= switch_margin < 1:
             raise OptimizerError(f"switch_margin is a share in [0, 1), got {switch_margin!r}")
+        if window is not None and state_dir is not None:
+            raise OptimizerError("a windowed runner cannot keep its state in a folder: the window's batches live in "
+                                 "Spark's cache and would be lost on a restart; leave out state_dir or window")
         self.switch_margin = float(switch_margin)
+        self.state = None if state_dir is None else StateFolder(state_dir)
+        saved: dict = {}
+        if self.state is not None:
+            optimizer, saved = self.state.resume(optimizer)
         self.optimizer = optimizer
         self.spark = spark
         self.static_tables = dict(static_tables)
@@ -99,10 +113,11 @@ class AdaptiveRunner:
         self.stage_listener = stage_listener
         self.window = window
         self._recent: deque[tuple[DataFrame, int]] = deque()
-        self.plan = optimizer.optimize()
+        self.plan = StateFolder.plan(saved.get("plan"), optimizer) or optimizer.optimize()
         self.records: list[BatchRecord] = []
-        self._last_key: str | None = None  # the plan the last batch ran
+        self._last_key: str | None = saved.get("last_key")  # the plan the last batch ran
         self._why = ""  # why self.plan replaced the plan before it
+        self.resumed_after: int | None = saved.get("batch")  # the last batch the saved state had seen
 
     def _window_frame(self, batch: DataFrame) -> DataFrame:
         if not self._recent:
@@ -161,6 +176,10 @@ class AdaptiveRunner:
             start = time.perf_counter()
             self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
             reopt_s = time.perf_counter() - start
+        if self.state is not None:
+            start = time.perf_counter()
+            self.state.save(self.optimizer, {"plan": self.plan.to_dict(), "last_key": executed_key, "batch": batch_id})
+            reopt_s += time.perf_counter() - start
         record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
                              stages=stage_count, key=executed_key, retried=retried, why=why)
         self.records.append(record)
