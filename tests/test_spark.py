@@ -8,7 +8,7 @@ import pytest
 
 import reopt
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import catalog_from_spark, execute, executed_tree, observed_cardinalities, session_weights
+from reopt.spark import catalog_from_spark, execute, executed_tree, observed_cardinalities, plan_frame, session_weights
 from reopt.spark.metrics import describe, plan_shape
 
 BROADCAST_OFF = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=0))
@@ -174,6 +174,38 @@ def test_with_broadcasts_off_in_the_session_no_plan_broadcasts(spark, tables, ca
     plan = reopt.Optimizer.from_sql(TPCH["Q5"], catalog, config).optimize()
     assert "broadcast_hash_join" not in plan.key()
     assert session_weights(spark).broadcast_threshold == 10 * 1024 * 1024
+
+
+def test_a_plan_that_broadcasts_runs_without_broadcasts_where_the_session_turns_them_off(spark, tables, catalog):
+    plan = reopt.Optimizer.from_sql(TPCH["Q5"], catalog).optimize()
+    assert "broadcast_hash_join" in plan.key()
+    expected = sorted(spark.sql(TPCH["Q5"]).collect())
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        frame = execute(plan, tables)
+        rows = sorted(frame.collect())
+        executed = frame._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+    assert "BroadcastHashJoin" not in executed and "SortMergeJoin" in executed
+    assert rows == expected
+
+
+def test_a_planned_dataframe_runs_without_broadcasts_where_the_session_turns_them_off(spark, tables):
+    q5 = spark.sql(TPCH["Q5"])
+    planned = plan_frame(q5, config=reopt.OptimizerConfig())
+    assert "broadcast_hash_join" in planned.plan.key()
+    before = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        frame = plan_frame(q5, config=reopt.OptimizerConfig()).frame
+        rows = sorted(frame.collect())
+        executed = frame._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", before)
+    assert "BroadcastHashJoin" not in executed
+    assert rows == sorted(q5.collect())
 
 
 def test_session_weights_take_the_shuffle_partitions_and_a_task_s_share_of_execution_memory(spark):

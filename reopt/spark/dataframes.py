@@ -20,7 +20,7 @@ from ..optimizer.errors import QueryTooLargeError
 from ..optimizer.optimizer import Optimizer, OptimizerConfig
 from ..optimizer.plan import Plan
 from .catalyst import JoinRegion, NotPlannable, key_column, read_join_region, rebuild
-from .execute import join_tree
+from .execute import broadcasts_allowed, join_tree
 from .hook import MetricsHook, attach
 from .metrics import ExecutedNode, executed_tree_of
 from .session import session_weights
@@ -72,8 +72,9 @@ class PlannedFrame:
 
 
 def _planned(region: JoinRegion, plan: Plan) -> DataFrame:
+    session = next(iter(region.inputs.values())).sparkSession
     joined = join_tree(plan.root, plan.query, region.inputs.__getitem__,
-                       lambda ref: key_column(region, ref))
+                       lambda ref: key_column(region, ref), broadcasts=broadcasts_allowed(session))
     return rebuild(region, joined)
 
 

@@ -11,9 +11,10 @@ references rewritten to the renamed columns.
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Mapping
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -21,6 +22,8 @@ from ..optimizer.errors import QueryError
 from ..optimizer.plan import Plan, PlanNode
 from ..optimizer.plan_space import BROADCAST_HASH_JOIN, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN
 from ..optimizer.query import ColumnRef, Query
+
+log = logging.getLogger(__name__)
 
 HINTS = {BROADCAST_HASH_JOIN: "broadcast", SHUFFLED_HASH_JOIN: "shuffle_hash", SORT_MERGE_JOIN: "merge"}
 _JOINED = "reopt_joined_result"  # stands for the joined frame in the final step's SQL
@@ -40,8 +43,19 @@ def execute(plan: Plan, tables: Mapping[str, DataFrame], join_strategy: str | No
         raise QueryError(f"no DataFrame given for table(s) {', '.join(missing)}")
     if join_strategy is not None and join_strategy not in HINTS:
         raise QueryError(f"unknown join strategy {join_strategy!r} (one of {', '.join(sorted(HINTS))})")
-    joined = join_tree(plan.root, query, _renamed_scan(query, tables), _renamed_key, join_strategy)
+    session = next(iter(tables.values())).sparkSession
+    broadcasts = broadcasts_allowed(session)
+    if not broadcasts and join_strategy is None and any(n.op == BROADCAST_HASH_JOIN for n in plan.joins()):
+        log.warning("the session turns broadcasts off (spark.sql.autoBroadcastJoinThreshold=-1): the plan's "
+                    "broadcast hash joins run as sort-merge joins; optimize with session_weights(spark) to plan for it")
+    joined = join_tree(plan.root, query, _renamed_scan(query, tables), _renamed_key, join_strategy, broadcasts)
     return _final_step(query, joined)
+
+
+def broadcasts_allowed(spark: SparkSession) -> bool:
+    """Whether the session lets joins broadcast: ``spark.sql.autoBroadcastJoinThreshold`` -1 turns
+    them off, and a broadcast hint would otherwise override it."""
+    return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold()) >= 0
 
 
 def column_name(alias: str, column: str) -> str:
@@ -74,21 +88,25 @@ def _renamed_key(ref: ColumnRef) -> Column:
 
 
 def join_tree(node: PlanNode, query: Query, scan: Callable[[str], DataFrame], key: Callable[[ColumnRef], Column],
-              join_strategy: str | None = None) -> DataFrame:
+              join_strategy: str | None = None, broadcasts: bool = True) -> DataFrame:
     """The DataFrame of one plan node: ``scan(relation)`` at the leaves, joins in the plan's order
-    on ``key(column)`` equalities, each with its strategy hint."""
+    on ``key(column)`` equalities, each with its strategy hint; without ``broadcasts``, a broadcast
+    hash join runs as a sort-merge join (Spark's own choice when it may not broadcast)."""
     if node.op == SCAN:
         return scan(query.names(node.expr)[0])
-    if node.op not in JOINS:
-        return join_tree(node.children[0], query, scan, key, join_strategy)  # enforcers: Spark inserts them
+    if node.op not in JOINS:  # enforcers: Spark inserts them
+        return join_tree(node.children[0], query, scan, key, join_strategy, broadcasts)
     left_node, right_node = node.children
-    left = join_tree(left_node, query, scan, key, join_strategy)
-    right = join_tree(right_node, query, scan, key, join_strategy)
+    left = join_tree(left_node, query, scan, key, join_strategy, broadcasts)
+    right = join_tree(right_node, query, scan, key, join_strategy, broadcasts)
     condition = None
     for p in query.joins_between(left_node.expr, right_node.expr):
         term = key(p.left) == key(p.right)
         condition = term if condition is None else condition & term
-    return left.join(right.hint(HINTS[join_strategy or node.op]), condition, "inner")
+    strategy = join_strategy or node.op
+    if strategy == BROADCAST_HASH_JOIN and not broadcasts:
+        strategy = SORT_MERGE_JOIN
+    return left.join(right.hint(HINTS[strategy]), condition, "inner")
 
 
 def _final_step(query: Query, joined: DataFrame) -> DataFrame:
