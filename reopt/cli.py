@@ -2,7 +2,7 @@
 
 ``reopt demo`` is the main job: an adaptive stream on local Spark over drifting generated data, each
 micro-batch run with the current plan and re-optimized from what Spark observed, against the
-initial plan kept static. ``reopt engine-demo`` shows the incremental datalog engine alone: shortest
+initial plan kept static and against Spark SQL with AQE (``--workload`` picks the data). ``reopt engine-demo`` shows the incremental datalog engine alone: shortest
 paths on a random graph kept up to date under single-edge changes, each checked against networkx.
 ``reopt explain QUERY.sql --tpch SCALE`` (or ``--stats FILE.json``) prints the best plan of a query
 (``--format text|json|dot``); ``reopt explain Q5`` that of a bundled TPC-H query.
@@ -13,6 +13,7 @@ place of the query or facts file reads standard input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -36,6 +37,8 @@ from .optimizer.optimizer import PRUNING_SETTINGS
 from .optimizer.workloads import TPCH
 
 EXAMPLES = resources.files("reopt.rules") / "examples"
+# the demo's workloads (reopt.spark.drift.WORKLOADS), named here so that --help needs no Spark
+WORKLOAD_NAMES = ("shuffled", "broadcast")
 
 
 def _count(minimum: int = 1) -> Callable[[str], int]:
@@ -64,15 +67,20 @@ def _demo(args: argparse.Namespace) -> int:
             raise
         print("error: reopt demo runs on Spark, which is not installed: pip install 'reopt[spark]'", file=sys.stderr)
         return 2
-    from .spark.drift import DriftConfig
+    from .spark.demo_plot import plot
+    from .spark.drift import WORKLOADS, drift_batches
     from .spark.session import local_session
 
+    workload = WORKLOADS[args.workload]
+    sizes = {"batches": args.batches, "rows_per_batch": args.rows, "dimension_keys": args.keys, "seed": args.seed}
+    config = dataclasses.replace(workload.config, **{k: v for k, v in sizes.items() if v is not None})
     console = Console() if Console().is_terminal else Console(width=120)
-    config = DriftConfig(batches=args.batches, rows_per_batch=args.rows, dimension_keys=args.keys, seed=args.seed)
-    console.print(f"Drifting stream: {config.batches} micro-batches of {config.rows_per_batch:,} events joined with "
-                  f"{config.dimensions} dimensions of {config.dimension_keys * config.fanout:,} rows; "
+    console.print(f"Workload {workload.name}: {workload.summary}.")
+    console.print(f"A drifting stream: {config.batches} micro-batches of {config.rows_per_batch:,} events joined with "
+                  f"{config.dimensions} dimensions of {config.dimension_keys * config.fanout:,} rows; the selective "
+                  f"dimension changes at batches {', '.join(map(str, drift_batches(config))) or 'none'}; "
                   f"Spark master {args.master}")
-    spark = local_session("reopt-demo", master=args.master)
+    spark = local_session("reopt-demo", master=args.master, extra=workload.session)
     try:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("starting", total=None)
@@ -98,6 +106,9 @@ def _demo(args: argparse.Namespace) -> int:
             console.print(f"batch {record.batch} ran a new plan, {record.plan}, because {record.why}")
     console.print(f"static plan: {result.static[0].plan}; results identical batch by batch: "
                   f"{'yes' if result.same_results else 'NO'}")
+    title = (f"reopt demo --workload {workload.name}: adaptive {result.aqe_s / result.adaptive_s:.2f}x Spark AQE, "
+             f"{result.static_s / result.adaptive_s:.2f}x its static plan")
+    console.print(f"batch times plotted in {plot(result, args.plot or f'reopt-demo-{workload.name}.png', title, drift_batches(config))}")
     print(result.summary())
     return 0 if result.same_results else 1
 
@@ -284,11 +295,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="the main job: an adaptive stream on Spark against a static plan")
-    demo.add_argument("--batches", type=_count(), default=12, help="micro-batches (default 12)")
-    demo.add_argument("--rows", type=_count(), default=1_000_000, help="events per micro-batch (default 1000000)")
-    demo.add_argument("--keys", type=_count(), default=200_000, help="keys per dimension table (default 200000)")
-    demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--workload", choices=list(WORKLOAD_NAMES), default=WORKLOAD_NAMES[0],
+                      help=f"{WORKLOAD_NAMES[0]} (default): large dimensions, every join shuffled, where the join "
+                           f"order decides the work; {WORKLOAD_NAMES[1]}: small dimensions, all broadcast")
+    demo.add_argument("--batches", type=_count(), help="micro-batches (default 12)")
+    demo.add_argument("--rows", type=_count(), help="events per micro-batch (default 1000000)")
+    demo.add_argument("--keys", type=_count(), help="keys per dimension table (default 200000)")
+    demo.add_argument("--master", default="local[2]", help="Spark master (default local[2]; spark://HOST:PORT for a "
+                                                           "cluster)")
+    demo.add_argument("--seed", type=int)
+    demo.add_argument("--plot", metavar="FILE.png", help="where to draw the batch times (default "
+                                                         "reopt-demo-WORKLOAD.png in the current folder)")
     demo.add_argument("--pruning", choices=list(PRUNING_SETTINGS), default="goal",
                       help="the optimizer's pruning setting (default goal, the library's: best costs are released "
                            "cheapest first and nothing costlier than the best plan is costed)")

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from reopt import Catalog, Optimizer
-from reopt.cli import main
+from reopt.cli import WORKLOAD_NAMES, main
 from reopt.optimizer.workloads import TPCH
 
 from .conftest import EXAMPLES, ROOT
@@ -170,17 +170,26 @@ def test_the_demo_checks_its_counts_before_spark_starts(capsys, option, value):
     assert f"argument {option}: expected" in capsys.readouterr().err
 
 
-def test_demo_compares_three_runs_and_ends_with_its_summary_line():
+@pytest.mark.parametrize("workload", WORKLOAD_NAMES)
+def test_demo_compares_three_runs_draws_them_and_ends_with_its_summary_line(tmp_path, workload):
     """The main job, small, in its own process (it stops its Spark session when done)."""
-    done = subprocess.run([sys.executable, "-m", "reopt", "demo", "--batches", "3", "--rows", "20000", "--keys", "5000"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "reopt", "demo", "--workload", workload, "--batches", "3",
+                           "--rows", "20000", "--keys", "5000"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
+    assert f"Workload {workload}: " in done.stdout
     assert "results identical batch by batch: yes" in done.stdout
+    assert (tmp_path / f"reopt-demo-{workload}.png").read_bytes().startswith(b"\x89PNG")
     fields = dict(part.split("=") for part in lines[-1].removeprefix("summary: ").split())
     assert list(fields) == ["batches", "plan_changes", "adaptive_s", "static_s", "speedup", "reopt_share", "aqe_s",
                             "speedup_vs_aqe"]
     assert fields["batches"] == "3"
+
+
+def test_the_demo_offers_every_workload_the_library_has():
+    from reopt.spark.drift import WORKLOADS
+
+    assert WORKLOAD_NAMES == tuple(WORKLOADS)
 
 
 def test_explain_with_a_delta_shows_both_plans_and_why_the_plan_changed(tmp_path, capsys):

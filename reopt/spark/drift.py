@@ -16,7 +16,7 @@ one pipeline, and a poor join order costs real time by probing several times mor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +37,37 @@ class DriftConfig:
     phases: int = 3
     zipf: float = 1.5
     seed: int = 7
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A drifting workload as the demo and the benchmarks run it: the data, and the Spark settings
+    it runs under (applied when the session starts)."""
+
+    name: str
+    summary: str
+    config: DriftConfig
+    session: dict[str, str] = field(default_factory=dict)
+
+
+WORKLOADS = {
+    "shuffled": Workload(
+        "shuffled",
+        "large dimensions, every join shuffled: the join order decides how many rows each shuffle moves "
+        "(broadcasts off, standing for dimensions beyond the broadcast threshold)",
+        DriftConfig(rows_per_batch=1_000_000, dimension_keys=200_000),
+        {"spark.sql.autoBroadcastJoinThreshold": "-1"}),
+    "broadcast": Workload(
+        "broadcast",
+        "small dimensions, all broadcast and probed in one pipeline: the join order changes little",
+        DriftConfig(rows_per_batch=1_000_000, dimension_keys=200_000)),
+}
+
+
+def drift_batches(config: DriftConfig) -> list[int]:
+    """The batches where a new phase begins: the selective dimension changes there."""
+    return [b for b in range(1, config.batches)
+            if b * config.phases // config.batches != (b - 1) * config.phases // config.batches]
 
 
 def match_share(config: DriftConfig, batch: int, dimension: int) -> float:
