@@ -1,73 +1,104 @@
-"""Spark benchmark: the drifting workload, adaptive reopt vs its initial plan kept static vs Spark's
-own planning of the same SQL.
+"""Spark benchmark: the drifting workloads, reopt adaptive against four ways of planning without it.
 
-All variants run the same batches (parquet, one per batch) in one Spark session, in turn per batch
-after a warm-up (the order rotates from batch to batch, since the first to run reads the batch's file
-cold), and must return the same results:
+Each workload (``reopt.spark.drift.WORKLOADS``: ``shuffled``, where the join order decides what every
+shuffle moves, and ``broadcast``, where every dimension is broadcast) runs its batches (parquet, one
+file per batch, fixed seeds) in one Spark session under the workload's settings. Every variant runs
+every batch, in an order that rotates from batch to batch since the first to run reads the batch's
+file cold, after one untimed warm-up, and all must return the same rows:
 
 * ``adaptive``: reopt's plan, re-optimized after every batch from the observed join cardinalities;
-* ``static``: reopt's initial plan throughout;
-* ``spark-aqe``: Spark SQL on the batch (AQE on, default broadcast threshold, no statistics);
-* ``spark-cbo``: Spark SQL with CBO and join reordering on, the dimensions and each batch written as
-  tables and analysed (``ANALYZE TABLE ... FOR ALL COLUMNS``; the analysis time is reported apart).
+* ``static``: reopt's initial plan throughout (statistics of the first batch);
+* ``hindsight``: the single plan reopt picks knowing the whole stream: every join's true size over
+  all batches, counted before the run (untimed);
+* ``spark_aqe``: Spark SQL on the batch (AQE on, no statistics), what a user runs today;
+* ``spark_cbo``: Spark SQL with CBO join reordering on, the dimensions and each batch written as
+  tables and analysed (``ANALYZE TABLE ... FOR ALL COLUMNS``; the analysis is timed apart).
 
-Prints per-variant totals and medians, the adaptive speedups, and re-optimization as a share of the
-adaptive total. The per-batch records and the summary go to ``--out`` (``results.py``).
+Prints per batch and per workload the totals, medians, plan changes and re-optimization share, the
+adaptive run's ratios to every other variant, the worst batch against Spark AQE outside the first
+batch after a drift, and over the workloads run the geometric mean of adaptive over AQE. Keeps the
+records in ``--out`` (``results.py``) and draws one PNG of batch times per workload.
 
-    .venv/bin/python experiments/bench_spark.py [--batches 21] [--rows 1000000] [--out DIR]
+    .venv/bin/python experiments/bench_spark.py [--workload shuffled] [--batches 12] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import statistics
 import tempfile
 from pathlib import Path
 
 import reopt
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
+from reopt.optimizer.query import Query
+from reopt.spark import catalog_from_spark, local_session, session_weights
+from reopt.spark.demo_plot import LABELS, draw
+from reopt.spark.drift import WORKLOADS, Workload, drift_batches, query_sql, write_workload
+from reopt.spark.runner import AdaptiveRunner
 from results import Results
 from timing import timed
-from reopt.spark import catalog_from_spark, local_session
-from reopt.spark.drift import DriftConfig, query_sql, write_workload
-from reopt.spark.runner import AdaptiveRunner
+
+VARIANTS = ("adaptive", "static", "hindsight", "spark_aqe", "spark_cbo")
+PLOT_LABELS = {"adaptive": LABELS["adaptive"], "static": LABELS["static"], "spark_aqe": LABELS["aqe"],
+               "hindsight": "reopt best static plan in hindsight", "spark_cbo": "Spark SQL with CBO join reordering"}
+CBO_KEYS = ("spark.sql.cbo.enabled", "spark.sql.cbo.joinReorder.enabled")
 
 
+def subset_sql(query: Query, mask: int) -> str:
+    """SQL counting the rows of the join of the query's relations in ``mask``, their filters applied."""
+    aliases = query.names(mask)
+    tables = ", ".join(f"{query.table_of(alias)} {alias}" for alias in aliases)
+    terms = [p.text for p in query.joins_within(mask)] + [f.text for a in aliases for f in query.filters_on(a)]
+    return f"select count(*) from {tables}" + (f" where {' and '.join(terms)}" if terms else "")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=21)
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=200_000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--broadcast-mb", type=float, default=10.0,
-                        help="reopt's broadcast threshold in MB of estimated bytes as Spark sizes them (default 10, as Spark's)")
-    parser.add_argument("--pruning", default="goal", choices=list(PRUNING_SETTINGS),
-                        help="the optimizer's pruning setting (default goal, as in the demo and the library)")
-    Results.option(parser, "bench_spark")
-    args = parser.parse_args()
+def hindsight_optimizer(spark, sql: str, catalog: reopt.Catalog, config: reopt.OptimizerConfig, stream: str,
+                        batches: list) -> reopt.Optimizer:
+    """An optimizer told the whole stream's size and every join's true size over it, counted batch
+    by batch (a count over the whole stream at once runs out of memory here): its plan is the best
+    single plan for the stream as one batch."""
+    optimizer = reopt.Optimizer.from_sql(sql, catalog, config)
+    query = optimizer.query
+    joins = [m for m in query.connected_subsets() if not query.is_leaf(m)]
+    counts = dict.fromkeys(joins, 0)
+    rows = 0
+    for batch in batches:
+        batch.createOrReplaceTempView(stream)
+        rows += batch.count()
+        for mask in joins:
+            counts[mask] += spark.sql(subset_sql(query, mask)).first()[0]
+    delta = reopt.DeltaStats.batch(reopt.DeltaStats.cardinality(query.names(m), n) for m, n in counts.items())
+    optimizer.reoptimize(delta + reopt.DeltaStats.table(stream, rows=rows))
+    return optimizer
 
-    config = DriftConfig(batches=args.batches, rows_per_batch=args.rows, dimension_keys=args.keys, seed=args.seed)
-    work = Path(tempfile.mkdtemp(prefix="reopt-bench-spark-"))
-    spark = local_session("reopt-bench-spark", master=args.master,
-                          extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
-    paths = write_workload(spark, config, work / "data")
+
+def run_workload(spark, workload: Workload, batches: int | None, work: Path, pruning: str, results: Results) -> dict:
+    config = dataclasses.replace(workload.config, **({"batches": batches} if batches else {}))
+    for key in {key for other in WORKLOADS.values() for key in other.session}:
+        spark.conf.unset(key)
+    for key, value in workload.session.items():
+        spark.conf.set(key, value)
+    print(f"\n== workload {workload.name}: {workload.summary}")
+    print(f"generating {config.batches} batches of {config.rows_per_batch:,} events ...", flush=True)
+    paths = write_workload(spark, config, work / workload.name)
     dims = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "events"}
-    batches = [spark.read.parquet(str(paths["events"] / f"batch={b:04d}")) for b in range(config.batches)]
+    frames = [spark.read.parquet(str(paths["events"] / f"batch={b:04d}")) for b in range(config.batches)]
     sql = query_sql(config)
-    catalog = catalog_from_spark(spark, {**dims, "events": batches[0]}, sql=sql)
-
-    settings = reopt.OptimizerConfig.setting(
-        args.pruning, reopt.CostWeights(broadcast_threshold=args.broadcast_mb * 1024 * 1024))
+    catalog = catalog_from_spark(spark, {**dims, "events": frames[0]}, sql=sql)
+    settings = reopt.OptimizerConfig.setting(pruning, session_weights(spark))
     adaptive = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events")
     static = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events", adaptive=False)
     for name, frame in dims.items():
         frame.createOrReplaceTempView(name)
         frame.write.mode("overwrite").saveAsTable(f"cbo_{name}")
         spark.sql(f"ANALYZE TABLE cbo_{name} COMPUTE STATISTICS FOR ALL COLUMNS")
+    print("counting every join over the whole stream for the plan in hindsight ...", flush=True)
+    hindsight = AdaptiveRunner(hindsight_optimizer(spark, sql, catalog, settings, "events", frames), spark, dims,
+                               "events", adaptive=False)
     cbo_sql = query_sql(config, table_prefix="cbo_")
 
     def spark_aqe(batch):
@@ -75,61 +106,100 @@ def main() -> None:
         return [tuple(r) for r in spark.sql(sql).collect()]
 
     def analyze(batch):
-        """The batch written as a table and analysed, as CBO needs (timed apart from the query)."""
         batch.write.mode("overwrite").saveAsTable("cbo_events")
         spark.sql("ANALYZE TABLE cbo_events COMPUTE STATISTICS FOR ALL COLUMNS")
 
     def spark_cbo(batch):
-        for key in ("spark.sql.cbo.enabled", "spark.sql.cbo.joinReorder.enabled"):
+        for key in CBO_KEYS:
             spark.conf.set(key, "true")
         try:
             return [tuple(r) for r in spark.sql(cbo_sql).collect()]
         finally:
-            for key in ("spark.sql.cbo.enabled", "spark.sql.cbo.joinReorder.enabled"):
+            for key in CBO_KEYS:
                 spark.conf.set(key, "false")
 
-    static.run_batch(batches[0], -1)  # warm-up
-    spark_aqe(batches[0])
+    static.run_batch(frames[0], -1)  # warm-up, untimed
+    static.records.clear()
+    spark_aqe(frames[0])
     records = []
-    for b, batch in enumerate(batches):
-        row = {"batch": b}
+    for b, batch in enumerate(frames):
         variants = {
             "adaptive": lambda: adaptive.run_batch(batch, b),
             "static": lambda: static.run_batch(batch, b),
+            "hindsight": lambda: hindsight.run_batch(batch, b),
             "spark_aqe": lambda: timed(lambda: spark_aqe(batch)),
             "spark_cbo": lambda: (timed(lambda: analyze(batch))[1], timed(lambda: spark_cbo(batch))),
         }
-        names = list(variants)
-        order = names[b % len(names):] + names[:b % len(names)]  # whoever runs first reads the batch cold
+        order = list(VARIANTS[b % len(VARIANTS):] + VARIANTS[:b % len(VARIANTS)])
         out = {name: variants[name]() for name in order}
-        a, s = out["adaptive"], out["static"]
-        aqe_result, row["spark_aqe_s"] = out["spark_aqe"]
-        row["analyze_s"], (cbo_result, row["spark_cbo_s"]) = out["spark_cbo"]
-        row.update(adaptive_s=a.batch_s + a.reopt_s, reopt_s=a.reopt_s, plan=a.plan, changed=a.changed,
-                   static_s=s.batch_s, first=order[0], retried=[n for n, r in (("adaptive", a), ("static", s)) if r.retried])
-        assert sorted(a.result) == sorted(s.result) == sorted(aqe_result) == sorted(cbo_result), f"batch {b}"
+        a, s, h = out["adaptive"], out["static"], out["hindsight"]
+        aqe_result, aqe_s = out["spark_aqe"]
+        analyze_s, (cbo_result, cbo_s) = out["spark_cbo"]
+        assert sorted(a.result) == sorted(s.result) == sorted(h.result) == sorted(aqe_result) == sorted(cbo_result), \
+            f"{workload.name}: the variants disagree on batch {b}"
+        row = {"workload": workload.name, "batch": b, "adaptive_s": a.batch_s + a.reopt_s, "reopt_s": a.reopt_s,
+               "static_s": s.batch_s, "hindsight_s": h.batch_s, "spark_aqe_s": aqe_s, "spark_cbo_s": cbo_s,
+               "analyze_s": analyze_s, "changed": a.changed, "plan": a.plan, "first": order[0], "why": a.why,
+               "retried": [n for n, r in (("adaptive", a), ("static", s), ("hindsight", h)) if r.retried]}
         records.append(row)
-        print(f"batch {b:>2}: adaptive {row['adaptive_s']:.2f}s (reopt {a.reopt_s * 1e3:.1f} ms{', changed' if a.changed else ''})"
-              f"  static {row['static_s']:.2f}s  spark-aqe {row['spark_aqe_s']:.2f}s  spark-cbo {row['spark_cbo_s']:.2f}s"
-              f" (+analyze {row['analyze_s']:.2f}s)  plan {a.plan}"
-              + (f"  retried with sort-merge joins: {', '.join(row['retried'])}" if row["retried"] else ""))
+        print(f"batch {b:>2}: " + "  ".join(f"{v} {row[v + '_s']:.2f}s" for v in VARIANTS)
+              + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''})  {a.plan}", flush=True)
+    summary = summarize(records, drift_batches(config))
+    summary.update(workload=workload.name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order())
+    print(json.dumps(summary, indent=1))
+    runs = {PLOT_LABELS[v]: [r[f"{v}_s"] for r in records] for v in VARIANTS}
+    title = (f"{workload.name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
+             f"{summary['adaptive_vs']['hindsight']:.2f}x the best static plan in hindsight")
+    png = draw(runs, PLOT_LABELS["adaptive"], [r["batch"] for r in records if r["changed"]], drift_batches(config), title,
+               results.path(f"{workload.name}.png"))
+    print(f"drew {png}")
+    return {"records": records, "summary": summary}
 
-    totals = {k: sum(r[k] for r in records) for k in ("adaptive_s", "static_s", "spark_aqe_s", "spark_cbo_s", "analyze_s")}
-    summary = {
+
+def summarize(records: list[dict], drifts: list[int]) -> dict:
+    totals = {v: sum(r[f"{v}_s"] for r in records) for v in VARIANTS}
+    after_drift = set(drifts)
+    slowdowns = [r["adaptive_s"] / r["spark_aqe_s"] for r in records if r["batch"] not in after_drift]
+    return {
         "batches": len(records),
         "plan_changes": sum(r["changed"] for r in records),
-        "retried": {name: sum(name in r["retried"] for r in records) for name in ("adaptive", "static")},
-        **{f"total_{k}": v for k, v in totals.items()},
-        **{f"median_{k}": statistics.median(r[k] for r in records) for k in ("adaptive_s", "static_s", "spark_aqe_s", "spark_cbo_s")},
-        "speedup_vs_static": totals["static_s"] / totals["adaptive_s"],
-        "speedup_vs_spark_aqe": totals["spark_aqe_s"] / totals["adaptive_s"],
-        "speedup_vs_spark_cbo": totals["spark_cbo_s"] / totals["adaptive_s"],
-        "reopt_share": sum(r["reopt_s"] for r in records) / totals["adaptive_s"],
+        "total_s": totals,
+        "median_s": {v: statistics.median(r[f"{v}_s"] for r in records) for v in VARIANTS},
+        "analyze_s": sum(r["analyze_s"] for r in records),
+        "adaptive_vs": {v: totals[v] / totals["adaptive"] for v in VARIANTS if v != "adaptive"},
+        "reopt_share": sum(r["reopt_s"] for r in records) / totals["adaptive"],
+        "worst_batch_vs_spark_aqe": max(slowdowns, default=float("nan")),
+        "retried": sum(bool(r["retried"]) for r in records),
     }
-    print("\nsummary:", json.dumps(summary, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", action="append", choices=list(WORKLOADS),
+                        help="a workload to run (repeatable; default: every workload)")
+    parser.add_argument("--batches", type=int, help="batches per workload (default: the workload's, 12)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--pruning", default="goal", choices=list(PRUNING_SETTINGS),
+                        help="the optimizer's pruning setting (default goal, as in the demo and the library)")
+    Results.option(parser, "bench_spark")
+    args = parser.parse_args()
     results = Results.of(args, "bench_spark")
-    print(f"wrote {results.json({'records': records, 'summary': summary})}, {results.csv(records)}")
-    spark.stop()
+    work = Path(tempfile.mkdtemp(prefix="reopt-bench-spark-"))
+    spark = local_session("reopt-bench-spark", master=args.master,
+                          extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
+    try:
+        runs = {name: run_workload(spark, WORKLOADS[name], args.batches, work, args.pruning, results)
+                for name in args.workload or WORKLOADS}
+    finally:
+        spark.stop()
+    ratios = [run["summary"]["adaptive_vs"]["spark_aqe"] for run in runs.values()]
+    overall = {"workloads": list(runs), "geomean_adaptive_vs_spark_aqe": math.exp(statistics.fmean(map(math.log, ratios)))}
+    print("\n" + "  ".join(f"{name}: adaptive {run['summary']['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
+                           f"{run['summary']['adaptive_vs']['hindsight']:.2f}x hindsight" for name, run in runs.items()))
+    print(f"geometric mean of adaptive over Spark AQE: {overall['geomean_adaptive_vs_spark_aqe']:.2f}x")
+    records = [row for run in runs.values() for row in run["records"]]
+    print(f"wrote {results.json({'overall': overall, 'workloads': {n: r['summary'] for n, r in runs.items()}, 'records': records})}, "
+          f"{results.csv(records)}")
 
 
 if __name__ == "__main__":
