@@ -61,7 +61,7 @@ def cluster(tmp_path_factory):
                 pytest.fail("the standalone cluster did not start:\n" + "\n".join(
                     f"{name}: {(logs / name).read_text()[-1500:]}" for name in ("master.log", "worker.log")))
             time.sleep(0.5)
-        yield url
+        yield {"url": url, "master": master, "worker": worker, "ui_port": ui_port}
     finally:
         for process in (worker, master):
             process.terminate()
@@ -73,24 +73,27 @@ def cluster(tmp_path_factory):
 
 
 def test_the_cluster_is_a_master_and_a_worker_in_processes_of_their_own(cluster):
-    assert cluster.startswith("spark://127.0.0.1:")
+    master, worker = cluster["master"], cluster["worker"]
+    assert master.poll() is None and worker.poll() is None
+    assert master.pid != worker.pid != os.getpid()
+    assert alive_workers(cluster["ui_port"]) == 1
 
 
 def test_optimize_plans_a_dataframe_on_the_cluster_with_sparks_rows(cluster, tmp_path):
     data = tmp_path / "tpch"
     generate_tpch(0.01, data)
-    done = subprocess.run([sys.executable, cluster_driver.__file__, cluster, str(data)],
+    done = subprocess.run([sys.executable, cluster_driver.__file__, cluster["url"], str(data)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome == {"master": cluster, "executors": 1, "same_rows": True}
+    assert outcome == {"master": cluster["url"], "executors": 1, "same_rows": True}
 
 
 def test_the_demo_runs_on_the_cluster_with_results_identical_batch_by_batch(cluster, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "reopt", "demo", "--master", cluster, "--batches", "3",
+    done = subprocess.run([sys.executable, "-m", "reopt", "demo", "--master", cluster["url"], "--batches", "3",
                            "--rows", "20000", "--keys", "5000", "--plot", str(tmp_path / "demo.png")],
                           capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"Spark master {cluster}" in done.stdout
+    assert f"Spark master {cluster['url']}" in done.stdout
     assert "results identical batch by batch: yes" in done.stdout
     assert (tmp_path / "demo.png").stat().st_size > 10_000

@@ -84,9 +84,9 @@ def test_every_batch_returns_what_it_returns_in_an_uninterrupted_run(restarted, 
 
 
 def test_a_runner_refuses_a_state_folder_of_another_query(spark, data, tmp_path):
-    stream_driver.runner(spark, data, tmp_path).state.save(stream_driver.runner(spark, data, None).optimizer)
-    other = reopt.Optimizer.from_sql(query_sql(DRIFT).replace("d0.grp < 50", "d0.grp < 40"),
-                                     stream_driver.runner(spark, data, None).optimizer.catalog)
+    saving = stream_driver.runner(spark, data, tmp_path)
+    saving.state.save(saving.optimizer)
+    other = reopt.Optimizer.from_sql(query_sql(DRIFT).replace("d0.grp < 50", "d0.grp < 40"), saving.optimizer.catalog)
     with pytest.raises(reopt.StateFileError, match=f"{STATE_FILE} holds the state of another query"):
         AdaptiveRunner(other, spark, {}, "events", state_dir=tmp_path)
 

@@ -22,6 +22,7 @@ from ..optimizer.errors import QueryError
 from ..optimizer.plan import Plan, PlanNode
 from ..optimizer.plan_space import BROADCAST_HASH_JOIN, JOINS, SCAN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN
 from ..optimizer.query import ColumnRef, Query
+from .session import broadcast_threshold
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def execute(plan: Plan, tables: Mapping[str, DataFrame], join_strategy: str | No
 def broadcasts_allowed(spark: SparkSession) -> bool:
     """Whether the session lets joins broadcast: ``spark.sql.autoBroadcastJoinThreshold`` -1 turns
     them off, and a broadcast hint would otherwise override it."""
-    return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold()) >= 0
+    return broadcast_threshold(spark) >= 0
 
 
 def column_name(alias: str, column: str) -> str:

@@ -41,10 +41,16 @@ def session_weights(spark: SparkSession, weights: CostWeights | None = None) -> 
     plans only what can run there: the broadcast threshold (``spark.sql.autoBroadcastJoinThreshold``
     in bytes; -1, broadcasts off, makes every broadcast of a non-empty input infeasible), the shuffle
     partitions, and the execution memory one task may hold for a shuffled hash join's table."""
-    threshold = int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
+    threshold = broadcast_threshold(spark)
     return dataclasses.replace(weights or CostWeights(), broadcast_threshold=float(max(threshold, 0)),
                                shuffle_partitions=int(spark.conf.get("spark.sql.shuffle.partitions")),
                                hash_build_memory=task_memory(spark))
+
+
+def broadcast_threshold(spark: SparkSession) -> int:
+    """The session's ``spark.sql.autoBroadcastJoinThreshold`` in bytes, as Spark parses it; -1:
+    broadcasts off."""
+    return int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
 
 
 def task_memory(spark: SparkSession) -> float:
