@@ -5,12 +5,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reopt
-from reopt.baselines import BottomUpOptimizer, IncrementalTopDownOptimizer, TopDownOptimizer
+from reopt.baselines import (BottomUpOptimizer, IncrementalBottomUpOptimizer, IncrementalTopDownOptimizer,
+                             TopDownOptimizer)
 from reopt.optimizer.workloads import SHAPES, TPCH, generated
 
 from .test_optimizer_search import delta_for
 
-PROCEDURAL = (TopDownOptimizer, BottomUpOptimizer, IncrementalTopDownOptimizer)
+PROCEDURAL = (TopDownOptimizer, BottomUpOptimizer, IncrementalTopDownOptimizer, IncrementalBottomUpOptimizer)
+INCREMENTAL = (IncrementalTopDownOptimizer, IncrementalBottomUpOptimizer)
 
 
 def assert_all_agree(query, catalog):
@@ -31,12 +33,13 @@ def test_procedural_optimizers_agree_on_the_tpch_queries():
         assert_all_agree(reopt.Optimizer.from_sql(sql, catalog).query, catalog)
 
 
+@pytest.mark.parametrize("kind", INCREMENTAL, ids=lambda kind: kind.__name__)
 @given(st.sampled_from(SHAPES), st.integers(min_value=2, max_value=5), st.integers(min_value=0, max_value=10**6),
        st.data())
-def test_procedural_incremental_equals_full_reoptimization_after_every_delta(shape, n, seed, data):
+def test_procedural_incremental_equals_full_reoptimization_after_every_delta(kind, shape, n, seed, data):
     query, catalog = generated(shape, n, seed)
     declarative = reopt.Optimizer(query, catalog)
-    incremental = IncrementalTopDownOptimizer(query, catalog)
+    incremental = kind(query, catalog)
     declarative.optimize()
     incremental.optimize()
     for _ in range(data.draw(st.integers(min_value=1, max_value=4))):
@@ -46,9 +49,18 @@ def test_procedural_incremental_equals_full_reoptimization_after_every_delta(sha
         assert (plan.cost, plan.key()) == (expected.cost, expected.key())
         full = TopDownOptimizer(query, declarative.catalog).optimize()
         assert (plan.cost, plan.key()) == (full.cost, full.key())
-        from_scratch = IncrementalTopDownOptimizer(query, declarative.catalog)
+        from_scratch = kind(query, declarative.catalog)
         from_scratch.optimize()
         assert incremental.best_costs == from_scratch.best_costs  # every group's, not only the root's
+
+
+def test_incremental_bottom_up_recomputes_only_the_groups_a_delta_reaches():
+    catalog = reopt.Catalog.tpch(1)
+    optimizer = IncrementalBottomUpOptimizer.from_sql(TPCH["Q5"], catalog)
+    optimizer.optimize()
+    optimizer.reoptimize(reopt.DeltaStats.table("region", rows=6))
+    assert 0 < optimizer.last_recomputed < optimizer.alternative_count
+    assert 0 < optimizer.last_updated < optimizer.entry_count
 
 
 def test_procedural_incremental_recosts_only_what_a_delta_reaches():

@@ -3,6 +3,7 @@ benchmarks and further test oracles."""
 
 from .bottomup import BottomUpOptimizer
 from .incremental import IncrementalTopDownOptimizer
+from .incremental_bottomup import IncrementalBottomUpOptimizer
 from .topdown import TopDownOptimizer
 
-__all__ = ["TopDownOptimizer", "BottomUpOptimizer", "IncrementalTopDownOptimizer"]
+__all__ = ["TopDownOptimizer", "BottomUpOptimizer", "IncrementalTopDownOptimizer", "IncrementalBottomUpOptimizer"]

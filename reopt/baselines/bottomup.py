@@ -6,6 +6,8 @@ complement pairs the shared plan space enumerates (by testing the sub-masks of a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY, hashed, sorted_on
 from .common import ProceduralBase
@@ -13,16 +15,27 @@ from .common import ProceduralBase
 
 class BottomUpOptimizer(ProceduralBase):
     def optimize(self) -> Plan:
+        best: dict[tuple[int, str], tuple[float, tuple]] = {}
+        for group in self.groups():
+            choice = self.choose(group, best)
+            if choice is not None:
+                best[group] = choice
+        return self.build_plan(best)
+
+    def groups(self) -> list[tuple[int, str]]:
+        """Every (expression, interesting property) group, each after the groups its alternatives
+        take as inputs."""
         classes = sorted(set(self.query.key_class.values()))
         properties = [ANY] + [hashed(k) for k in classes] + [sorted_on(k) for k in classes]
-        best: dict[tuple[int, str], tuple[float, tuple]] = {}
-        for expr in sorted(self.stats, key=lambda m: (bin(m).count("1"), m)):
-            for prop in properties:
-                choice = None
-                for alt in self.space.split(expr, prop):
-                    cost = self.cost_over(expr, alt, best)
-                    if cost is not None and (choice is None or (cost, alt) < choice):
-                        choice = (cost, alt)
-                if choice is not None:
-                    best[(expr, prop)] = choice
-        return self.build_plan(best)
+        return [(expr, prop) for expr in sorted(self.stats, key=lambda m: (bin(m).count("1"), m)) for prop in properties]
+
+    def choose(self, group: tuple[int, str], best: Mapping[tuple[int, str], tuple[float, tuple] | None],
+               alternatives: Iterable[tuple] | None = None) -> tuple[float, tuple] | None:
+        """The group's cheapest alternative over its inputs' ``best`` choices (ties broken by the
+        alternative), or None if none is feasible."""
+        choice = None
+        for alt in self.space.split(*group) if alternatives is None else alternatives:
+            cost = self.cost_over(group[0], alt, best)
+            if cost is not None and (choice is None or (cost, alt) < choice):
+                choice = (cost, alt)
+        return choice
