@@ -5,8 +5,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reopt
-from reopt.baselines import (BottomUpOptimizer, IncrementalBottomUpOptimizer, IncrementalTopDownOptimizer,
-                             TopDownOptimizer)
+from reopt.baselines import (
+    BottomUpOptimizer,
+    IncrementalBottomUpOptimizer,
+    IncrementalTopDownOptimizer,
+    TopDownOptimizer,
+)
 from reopt.optimizer.workloads import SHAPES, TPCH, generated
 
 from .test_optimizer_search import delta_for

@@ -6,4 +6,4 @@ from .incremental import IncrementalTopDownOptimizer
 from .incremental_bottomup import IncrementalBottomUpOptimizer
 from .topdown import TopDownOptimizer
 
-__all__ = ["TopDownOptimizer", "BottomUpOptimizer", "IncrementalTopDownOptimizer", "IncrementalBottomUpOptimizer"]
+__all__ = ["BottomUpOptimizer", "IncrementalBottomUpOptimizer", "IncrementalTopDownOptimizer", "TopDownOptimizer"]

@@ -27,7 +27,7 @@ class BottomUpOptimizer(ProceduralBase):
         take as inputs."""
         classes = sorted(set(self.query.key_class.values()))
         properties = [ANY] + [hashed(k) for k in classes] + [sorted_on(k) for k in classes]
-        return [(expr, prop) for expr in sorted(self.stats, key=lambda m: (bin(m).count("1"), m)) for prop in properties]
+        return [(expr, prop) for expr in sorted(self.stats, key=lambda m: (m.bit_count(), m)) for prop in properties]
 
     def choose(self, group: tuple[int, str], best: Mapping[tuple[int, str], tuple[float, tuple] | None],
                alternatives: Iterable[tuple] | None = None) -> tuple[float, tuple] | None:

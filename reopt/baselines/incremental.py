@@ -28,15 +28,14 @@ from types import MappingProxyType
 
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
+from ..optimizer.errors import OptimizerError
 from ..optimizer.estimate import Estimator, ExprStats
 from ..optimizer.fact_deltas import resolve
 from ..optimizer.optimizer import OptimizerConfig
-from ..optimizer.errors import OptimizerError
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY, NO_EXPR, OPERATORS
 from ..optimizer.query import Query
 from .common import ProceduralBase, group_order
-
 
 _UNKNOWN = object()  # a local cost not yet computed (None is an infeasible alternative's)
 
