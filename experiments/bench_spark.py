@@ -1,18 +1,24 @@
 """Spark benchmark: the drifting workloads, reopt adaptive against four ways of planning without it.
 
-Each workload (``reopt.spark.drift.WORKLOADS``: ``shuffled``, where the join order decides what every
-shuffle moves, and ``broadcast``, where every dimension is broadcast) runs its batches (parquet, one
-file per batch, fixed seeds) in one Spark session under the workload's settings. Every variant runs
+The workloads: ``shuffled``, a star whose join order decides what every shuffle moves, and
+``broadcast``, a star whose dimensions are all broadcast (``reopt.spark.drift.WORKLOADS``); ``tpch``,
+TPC-H Q5 over partitions of lineitem skewed differently over regions and years
+(``reopt.spark.skewed_tpch``); and ``linear_road``, SegTollS over position reports whose traffic
+drifts in phases, a self-join with the previous three batches (``reopt.spark.linear_road``). Each
+runs its batches (parquet, one file per batch, fixed seeds) in one Spark session under the
+workload's settings. Every variant runs
 every batch, in an order that rotates from batch to batch since the first to run reads the batch's
 file cold, after one untimed warm-up, and all must return the same rows:
 
 * ``adaptive``: reopt's plan, re-optimized after every batch from the observed join cardinalities;
-* ``static``: reopt's initial plan throughout (statistics of the first batch);
+* ``static``: reopt's initial plan throughout (statistics of the first batch; for ``tpch``, of
+  TPC-H itself);
 * ``hindsight``: the single plan reopt picks knowing the whole stream: every join's true size over
   all batches, counted before the run (untimed);
 * ``spark_aqe``: Spark SQL on the batch (AQE on, no statistics), what a user runs today;
-* ``spark_cbo``: Spark SQL with CBO join reordering on, the dimensions and each batch written as
-  tables and analysed (``ANALYZE TABLE ... FOR ALL COLUMNS``; the analysis is timed apart).
+* ``spark_cbo``: Spark SQL with CBO join reordering on, the static tables and each batch's tables
+  written as tables of database ``cbo`` and analysed (``ANALYZE TABLE ... FOR ALL COLUMNS``; the
+  analysis is timed apart).
 
 Prints per batch and per workload the totals, medians, plan changes and re-optimization share, the
 adaptive run's ratios to every other variant, the worst batch against Spark AQE outside the first
@@ -26,18 +32,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import statistics
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+import sqlglot
+from pyspark.sql import DataFrame
+from sqlglot import exp
 
 import reopt
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
 from reopt.optimizer.query import Query
-from reopt.spark import catalog_from_spark, local_session, session_weights
+from reopt.optimizer.workloads import TPCH
+from reopt.spark import catalog_from_spark, load_tpch, local_session, session_weights
 from reopt.spark.demo_plot import LABELS, draw
 from reopt.spark.drift import WORKLOADS, Workload, drift_batches, query_sql, write_workload
+from reopt.spark.linear_road import LinearRoadConfig, phase_shares, segtolls_sql, write_linear_road
+from reopt.spark.skewed_tpch import SkewConfig, write_partitions
 from reopt.spark.runner import AdaptiveRunner
 from results import Results
 from timing import timed
@@ -56,60 +71,140 @@ def subset_sql(query: Query, mask: int) -> str:
     return f"select count(*) from {tables}" + (f" where {' and '.join(terms)}" if terms else "")
 
 
-def hindsight_optimizer(spark, sql: str, catalog: reopt.Catalog, config: reopt.OptimizerConfig, stream: str,
-                        batches: list) -> reopt.Optimizer:
+def hindsight_optimizer(spark, sql: str, catalog: reopt.Catalog, config: reopt.OptimizerConfig,
+                        batches: list[dict]) -> reopt.Optimizer:
     """An optimizer told the whole stream's size and every join's true size over it, counted batch
     by batch (a count over the whole stream at once runs out of memory here): its plan is the best
-    single plan for the stream as one batch."""
+    single plan for the stream as one batch. ``batches`` maps, per batch, each table that changes
+    from batch to batch to its DataFrame in that batch."""
     optimizer = reopt.Optimizer.from_sql(sql, catalog, config)
     query = optimizer.query
     joins = [m for m in query.connected_subsets() if not query.is_leaf(m)]
     counts = dict.fromkeys(joins, 0)
-    rows = 0
-    for batch in batches:
-        batch.createOrReplaceTempView(stream)
-        rows += batch.count()
+    rows: dict[str, int] = {}
+    for tables in batches:
+        for name, frame in tables.items():
+            frame.createOrReplaceTempView(name)
+            rows[name] = rows.get(name, 0) + frame.count()
         for mask in joins:
             counts[mask] += spark.sql(subset_sql(query, mask)).first()[0]
     delta = reopt.DeltaStats.batch(reopt.DeltaStats.cardinality(query.names(m), n) for m, n in counts.items())
-    optimizer.reoptimize(delta + reopt.DeltaStats.table(stream, rows=rows))
+    for name, total in rows.items():
+        delta = delta + reopt.DeltaStats.table(name, rows=max(1, total))
+    optimizer.reoptimize(delta)
     return optimizer
 
 
-def run_workload(spark, workload: Workload, batches: int | None, work: Path, pruning: str, results: Results) -> dict:
+@dataclass
+class Prepared:
+    """A workload ready to run: its query, the tables that stay, the table each batch replaces (and
+    the window over the previous batches, for a windowed self-join), the batches, the batches where
+    the data drifts, and the statistics reopt starts from."""
+
+    sql: str
+    static: dict
+    stream: str
+    batches: list
+    drifts: list[int]
+    catalog: reopt.Catalog
+    window: tuple[str, int] | None = None
+
+    def views(self, batch: int) -> dict:
+        """The tables that change, as they are in ``batch``."""
+        tables = {self.stream: self.batches[batch]}
+        if self.window is not None:
+            previous = self.batches[max(0, batch - self.window[1]):batch]
+            tables[self.window[0]] = (functools.reduce(DataFrame.unionByName, previous) if previous
+                                      else self.batches[batch].limit(0))
+        return tables
+
+
+def prepare_drift(spark, workload: Workload, batches: int | None, work: Path) -> Prepared:
     config = dataclasses.replace(workload.config, **({"batches": batches} if batches else {}))
-    for key in {key for other in WORKLOADS.values() for key in other.session}:
-        spark.conf.unset(key)
-    for key, value in workload.session.items():
-        spark.conf.set(key, value)
-    print(f"\n== workload {workload.name}: {workload.summary}")
     print(f"generating {config.batches} batches of {config.rows_per_batch:,} events ...", flush=True)
     paths = write_workload(spark, config, work / workload.name)
     dims = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "events"}
     frames = [spark.read.parquet(str(paths["events"] / f"batch={b:04d}")) for b in range(config.batches)]
     sql = query_sql(config)
-    catalog = catalog_from_spark(spark, {**dims, "events": frames[0]}, sql=sql)
+    return Prepared(sql, dims, "events", frames, drift_batches(config),
+                    catalog_from_spark(spark, {**dims, "events": frames[0]}, sql=sql))
+
+
+def prepare_tpch(spark, batches: int | None, work: Path) -> Prepared:
+    skew = SkewConfig(**({"partitions": batches} if batches else {}))
+    print(f"generating TPC-H at scale 1 and lineitem in {skew.partitions} skewed partitions ...", flush=True)
+    tables = load_tpch(spark, 1, work / "tpch")
+    parts = [spark.read.parquet(str(p)) for p in write_partitions(tables, skew, work / "tpch-partitions")]
+    sql = TPCH["Q5"]
+    static = {name: frame for name, frame in tables.items() if name != "lineitem"}
+    # the statistics of TPC-H itself, uniform over regions and years; every partition flips the skew
+    return Prepared(sql, static, "lineitem", parts, list(range(1, len(parts))),
+                    catalog_from_spark(spark, tables, sql=sql))
+
+
+def prepare_linear_road(spark, batches: int | None, work: Path) -> Prepared:
+    config = LinearRoadConfig(batches=batches or 20, reports_per_batch=50_000, seconds_per_batch=1, phases=5)
+    print(f"generating {config.batches} batches of {config.reports_per_batch:,} position reports ...", flush=True)
+    paths = write_linear_road(spark, config, work / "linear-road")
+    static = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "reports"}
+    frames = [spark.read.parquet(str(paths["reports"] / f"batch={b:04d}")) for b in range(config.batches)]
+    drifts = [b for b in range(1, config.batches) if phase_shares(config, b) != phase_shares(config, b - 1)]
+    return Prepared(segtolls_sql(), static, "reports", frames, drifts,
+                    catalog_from_spark(spark, {**static, "reports": frames[0], "recent": frames[0]}),
+                    window=("recent", config.window))
+
+
+SUMMARIES = {
+    **{name: workload.summary for name, workload in WORKLOADS.items()},
+    "tpch": "TPC-H Q5 over partitions of lineitem skewed differently over regions and years (scale 1)",
+    "linear_road": "Linear Road's SegTollS, a windowed self-join of position reports, traffic drifting in phases",
+}
+
+
+def prepare(spark, name: str, batches: int | None, work: Path) -> Prepared:
+    if name in WORKLOADS:
+        return prepare_drift(spark, WORKLOADS[name], batches, work)
+    return {"tpch": prepare_tpch, "linear_road": prepare_linear_road}[name](spark, batches, work)
+
+
+def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str, results: Results) -> dict:
+    session = WORKLOADS[name].session if name in WORKLOADS else {}
+    for key in {key for other in WORKLOADS.values() for key in other.session}:
+        spark.conf.unset(key)
+    for key, value in session.items():
+        spark.conf.set(key, value)
+    print(f"\n== workload {name}: {SUMMARIES[name]}")
+    w = prepare(spark, name, batches, work)
     settings = reopt.OptimizerConfig.setting(pruning, session_weights(spark))
-    adaptive = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events")
-    static = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, dims, "events", adaptive=False)
-    for name, frame in dims.items():
-        frame.createOrReplaceTempView(name)
-        frame.write.mode("overwrite").saveAsTable(f"cbo_{name}")
-        spark.sql(f"ANALYZE TABLE cbo_{name} COMPUTE STATISTICS FOR ALL COLUMNS")
+
+    def runner(optimizer: reopt.Optimizer, adaptive: bool = True) -> AdaptiveRunner:
+        return AdaptiveRunner(optimizer, spark, w.static, w.stream, adaptive=adaptive, window=w.window)
+
+    adaptive = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings))
+    static = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), adaptive=False)
+    spark.sql("create database if not exists cbo")
+    for table, frame in w.static.items():
+        frame.createOrReplaceTempView(table)
+        frame.write.mode("overwrite").saveAsTable(f"cbo.{table}")
+        spark.sql(f"ANALYZE TABLE cbo.{table} COMPUTE STATISTICS FOR ALL COLUMNS")
     print("counting every join over the whole stream for the plan in hindsight ...", flush=True)
-    hindsight = AdaptiveRunner(hindsight_optimizer(spark, sql, catalog, settings, "events", frames), spark, dims,
-                               "events", adaptive=False)
-    cbo_sql = query_sql(config, table_prefix="cbo_")
+    hindsight = runner(hindsight_optimizer(spark, w.sql, w.catalog, settings,
+                                           [w.views(b) for b in range(len(w.batches))]), adaptive=False)
+    changing = list(w.views(0))
+    cbo_sql = exp.replace_tables(sqlglot.parse_one(w.sql, read="spark"),
+                                 {table: f"cbo.{table}" for table in changing}).sql("spark")
 
-    def spark_aqe(batch):
-        batch.createOrReplaceTempView("events")
-        return [tuple(r) for r in spark.sql(sql).collect()]
+    def spark_aqe(b):
+        for table, frame in w.views(b).items():
+            frame.createOrReplaceTempView(table)
+        return [tuple(r) for r in spark.sql(w.sql).collect()]
 
-    def analyze(batch):
-        batch.write.mode("overwrite").saveAsTable("cbo_events")
-        spark.sql("ANALYZE TABLE cbo_events COMPUTE STATISTICS FOR ALL COLUMNS")
+    def analyze(b):
+        for table, frame in w.views(b).items():
+            frame.write.mode("overwrite").saveAsTable(f"cbo.{table}")
+            spark.sql(f"ANALYZE TABLE cbo.{table} COMPUTE STATISTICS FOR ALL COLUMNS")
 
-    def spark_cbo(batch):
+    def spark_cbo():
         for key in CBO_KEYS:
             spark.conf.set(key, "true")
         try:
@@ -118,40 +213,40 @@ def run_workload(spark, workload: Workload, batches: int | None, work: Path, pru
             for key in CBO_KEYS:
                 spark.conf.set(key, "false")
 
-    static.run_batch(frames[0], -1)  # warm-up, untimed
-    static.records.clear()
-    spark_aqe(frames[0])
+    warm_up = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), adaptive=False)
+    warm_up.run_batch(w.batches[0], -1)  # untimed, in its own runner: the others' windows start empty
+    spark_aqe(0)
     records = []
-    for b, batch in enumerate(frames):
+    for b, batch in enumerate(w.batches):
         variants = {
             "adaptive": lambda: adaptive.run_batch(batch, b),
             "static": lambda: static.run_batch(batch, b),
             "hindsight": lambda: hindsight.run_batch(batch, b),
-            "spark_aqe": lambda: timed(lambda: spark_aqe(batch)),
-            "spark_cbo": lambda: (timed(lambda: analyze(batch))[1], timed(lambda: spark_cbo(batch))),
+            "spark_aqe": lambda: timed(lambda: spark_aqe(b)),
+            "spark_cbo": lambda: (timed(lambda: analyze(b))[1], timed(spark_cbo)),
         }
         order = list(VARIANTS[b % len(VARIANTS):] + VARIANTS[:b % len(VARIANTS)])
-        out = {name: variants[name]() for name in order}
+        out = {variant: variants[variant]() for variant in order}
         a, s, h = out["adaptive"], out["static"], out["hindsight"]
         aqe_result, aqe_s = out["spark_aqe"]
         analyze_s, (cbo_result, cbo_s) = out["spark_cbo"]
         assert sorted(a.result) == sorted(s.result) == sorted(h.result) == sorted(aqe_result) == sorted(cbo_result), \
-            f"{workload.name}: the variants disagree on batch {b}"
-        row = {"workload": workload.name, "batch": b, "adaptive_s": a.batch_s + a.reopt_s, "reopt_s": a.reopt_s,
+            f"{name}: the variants disagree on batch {b}"
+        row = {"workload": name, "batch": b, "adaptive_s": a.batch_s + a.reopt_s, "reopt_s": a.reopt_s,
                "static_s": s.batch_s, "hindsight_s": h.batch_s, "spark_aqe_s": aqe_s, "spark_cbo_s": cbo_s,
                "analyze_s": analyze_s, "changed": a.changed, "plan": a.plan, "first": order[0], "why": a.why,
                "retried": [n for n, r in (("adaptive", a), ("static", s), ("hindsight", h)) if r.retried]}
         records.append(row)
         print(f"batch {b:>2}: " + "  ".join(f"{v} {row[v + '_s']:.2f}s" for v in VARIANTS)
               + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''})  {a.plan}", flush=True)
-    summary = summarize(records, drift_batches(config))
-    summary.update(workload=workload.name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order())
+    summary = summarize(records, w.drifts)
+    summary.update(workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order())
     print(json.dumps(summary, indent=1))
     runs = {PLOT_LABELS[v]: [r[f"{v}_s"] for r in records] for v in VARIANTS}
-    title = (f"{workload.name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
+    title = (f"{name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
              f"{summary['adaptive_vs']['hindsight']:.2f}x the best static plan in hindsight")
-    png = draw(runs, PLOT_LABELS["adaptive"], [r["batch"] for r in records if r["changed"]], drift_batches(config), title,
-               results.path(f"{workload.name}.png"))
+    png = draw(runs, PLOT_LABELS["adaptive"], [r["batch"] for r in records if r["changed"]], w.drifts, title,
+               results.path(f"{name}.png"))
     print(f"drew {png}")
     return {"records": records, "summary": summary}
 
@@ -175,7 +270,7 @@ def summarize(records: list[dict], drifts: list[int]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", action="append", choices=list(WORKLOADS),
+    parser.add_argument("--workload", action="append", choices=list(SUMMARIES),
                         help="a workload to run (repeatable; default: every workload)")
     parser.add_argument("--batches", type=int, help="batches per workload (default: the workload's, 12)")
     parser.add_argument("--master", default="local[2]")
@@ -188,8 +283,8 @@ def main() -> None:
     spark = local_session("reopt-bench-spark", master=args.master,
                           extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
     try:
-        runs = {name: run_workload(spark, WORKLOADS[name], args.batches, work, args.pruning, results)
-                for name in args.workload or WORKLOADS}
+        runs = {name: run_workload(spark, name, args.batches, work, args.pruning, results)
+                for name in args.workload or SUMMARIES}
     finally:
         spark.stop()
     ratios = [run["summary"]["adaptive_vs"]["spark_aqe"] for run in runs.values()]

@@ -16,22 +16,21 @@ is produced; ``--no-spark`` leaves out Figures 7 and 10 (also left out when pysp
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import reopt
 from bench_reopt import Q5_LEVELS
-from changes import FACTORS, selectivity_change
+from changes import selectivity_change
 from reopt.baselines import (BottomUpOptimizer, IncrementalBottomUpOptimizer, IncrementalTopDownOptimizer,
                              TopDownOptimizer)
 from reopt.datalog.engine import BACKENDS, default_backend
 from reopt.optimizer.sql import parse_sql
 from reopt.optimizer.workloads import TPCH
+from figures import Run, plot_panels, progress, series
 from report import write_report
 from results import OUT
 from timing import interleaved_samples, median_time, timed
@@ -39,32 +38,6 @@ from timing import interleaved_samples, median_time, timed
 PRUNING = ("aggsel", "aggsel+refcount", "aggsel+bounding", "all")  # the paper's four combinations
 PAPER_NAMES = {"aggsel": "AggSel", "aggsel+refcount": "AggSel+RefCount", "aggsel+bounding": "AggSel+Branch&Bounding",
                "all": "All", "none": "no pruning", "goal": "reopt default (goal bound)"}
-
-
-@dataclass(frozen=True)
-class Run:
-    """How big this run is: ``--quick`` shrinks every figure, never leaves one out."""
-
-    quick: bool
-    repeat: int
-    backend: str
-    out: Path
-
-    @property
-    def factors(self) -> tuple[float, ...]:
-        return (0.125, 8.0) if self.quick else FACTORS
-
-    def csv(self, name: str, rows: list[dict]) -> Path:
-        path = self.out / f"{name}.csv"
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
-            writer.writeheader()
-            writer.writerows(rows)
-        return path
-
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def optimizer(name: str, setting: str, run: Run, catalog: reopt.Catalog) -> reopt.Optimizer:
@@ -222,50 +195,6 @@ def state(run: Run) -> list[dict]:
     return rows
 
 
-# -- plots ------------------------------------------------------------------------------------------
-
-def plot_panels(path: Path, title: str, panels: list[tuple[str, dict[str, list[tuple]]]], xlabel: str,
-                log_x: bool = True, bars: bool = False) -> Path:
-    """One row of panels; each maps a series label to its (x, y) points (x categorical with bars)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
-    for ax, (ylabel, series) in zip(axes[0], panels):
-        if bars:
-            categories = list(dict.fromkeys(x for points in series.values() for x, _y in points))
-            width = 0.8 / max(1, len(series))
-            for i, (label, points) in enumerate(series.items()):
-                values = dict(points)
-                ax.bar([c + i * width for c in range(len(categories))], [values.get(c, 0) for c in categories],
-                       width, label=label)
-            ax.set_xticks([c + 0.4 - width / 2 for c in range(len(categories))], categories, rotation=20)
-        else:
-            for label, points in series.items():
-                ax.plot(*zip(*sorted(points)), marker="o", markersize=3, label=label)
-            if log_x:
-                ax.set_xscale("log", base=2)
-            ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def series(rows: list[dict], label: Callable[[dict], str], x: str, y: str) -> dict[str, list[tuple]]:
-    out: dict[str, list[tuple]] = {}
-    for row in rows:
-        if row[y] != "":
-            out.setdefault(label(row), []).append((row[x], row[y]))
-    return out
-
-
 def reopt_figure(run: Run, name: str, rows: list[dict], label: Callable[[dict], str], title: str,
                  ratios: tuple[str, str] = ("entries_touched", "alternatives_touched")) -> None:
     run.csv(name, rows)
@@ -345,8 +274,8 @@ def main() -> None:
         if run.quick:
             tables = tables[:2]
         progress(f"{name}: {query} after a base table's cardinality changes")
-        results[name] = reoptimization(run, query, ("all",), lambda q, c, t=tables: scan_changes(c, t, run.factors))
-        reopt_figure(run, name, results[name], lambda r: f"{r['change']} changed",
+        results[name] = reoptimization(run, query, ("all", "goal"), lambda q, c, t=tables: scan_changes(c, t, run.factors))
+        reopt_figure(run, name, results[name], lambda r: f"{r['change']} changed ({PAPER_NAMES[r['optimizer']]})",
                      f"Figure {name[3:]}: {query} re-optimization after a base table's cardinality changes")
 
     results["table3"] = state(run)
@@ -357,10 +286,9 @@ def main() -> None:
 
     spark = not args.no_spark and importlib.util.find_spec("pyspark") is not None
     if spark:
-        from reproduce_spark import linear_road_figure, skewed_q5_figure
+        from reproduce_spark import spark_figures
 
-        results["fig7"], results["table2"] = skewed_q5_figure(run, progress)
-        results["fig10"], results["table4"] = linear_road_figure(run, progress)
+        results.update(spark_figures(run))
     report = write_report(run.out, results, run.quick, run.backend, time.perf_counter() - started)
     progress(f"wrote {report} and the CSV and PNG of each figure in {time.perf_counter() - started:.0f} s")
 

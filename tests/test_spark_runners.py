@@ -44,6 +44,23 @@ def test_adaptive_runner_follows_the_drift_to_the_selective_dimension(spark, wor
     assert first_partner(runner.plan) == "d2"
 
 
+def test_runner_reoptimizes_after_every_nth_batch_only(spark, workload):
+    static, batches, catalog = workload
+    optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
+    runner = AdaptiveRunner(optimizer, spark, static, "events", reoptimize_every=3)
+    records = run_partitions(runner, batches[:6])
+    assert [r.reopt_s > 0 for r in records] == [False, False, True, False, False, True]
+    assert all(not r.changed for r in records[:3]) and len({r.key for r in records[3:6]}) == 1
+
+
+@pytest.mark.parametrize("every", [0, -2, 1.5, True])
+def test_runner_refuses_a_reoptimization_interval_that_is_not_a_positive_count(spark, workload, every):
+    static, _batches, catalog = workload
+    with pytest.raises(reopt.OptimizerError, match="reoptimize_every"):
+        AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                       reoptimize_every=every)
+
+
 def test_runner_keeps_its_plan_when_nothing_changes(spark, workload):
     static, batches, catalog = workload
     runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events")

@@ -69,7 +69,8 @@ class IncrementalTopDownOptimizer(ProceduralBase):
         # holds places, so that marking a group does not work out its order again
         self._in_order: list[tuple[int, str]] = []
         self._place: dict[tuple[int, str], int] = {}
-        self.last_recosted = 0
+        self.last_recosted = 0  # alternatives costed by the last reoptimize
+        self.last_updated = 0  # groups whose best choice the last reoptimize changed
 
     @property
     def memo(self) -> Mapping[tuple[int, str], Mapping[tuple, float | None]]:
@@ -82,6 +83,11 @@ class IncrementalTopDownOptimizer(ProceduralBase):
     def best_costs(self) -> dict[tuple[int, str], float]:
         """Each group's best cost; groups with no feasible plan are left out."""
         return {group: best[0] for group, best in self._best.items() if best is not None}
+
+    @property
+    def entry_count(self) -> int:
+        """Groups held in the memo (every group reachable from the root)."""
+        return len(self._alternatives)
 
     @property
     def alternative_count(self) -> int:
@@ -132,7 +138,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
                         if (using := [alt for alt in alts if alt[1] == op])), grew)
         # Groups children-first: a group's marked alternatives are costed once, when it is reached,
         # from its children's final best costs.
-        self.last_recosted = 0
+        self.last_recosted = self.last_updated = 0
         while self._heap:
             group = self._in_order[heapq.heappop(self._heap)]
             only_grew, may_fall = self._marked.pop(group)
@@ -142,6 +148,7 @@ class IncrementalTopDownOptimizer(ProceduralBase):
             if may_fall or old is None or old[1] in only_grew:
                 choice = self._best[group] = self._choose(group)
             # the parents read the group's best cost and statistics: did either change, and only grow?
+            self.last_updated += choice != old
             cost_moved = choice != old and (choice is None or old is None or choice[0] != old[0])
             statistic_grew = changed.get(group[0])
             if not cost_moved and statistic_grew is None:

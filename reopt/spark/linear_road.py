@@ -14,8 +14,9 @@ SegTollS counts, for every report of a commercial car in a tolled segment, the r
 
 Traffic drifts in phases: at first few reports fall in tolled segments and many come from commercial
 cars, so joining the segments first filters the most; then congestion moves into the toll zones while
-commercial traffic thins out, and joining the cars first becomes the better order. Estimates from the
-static tables see neither, so only runtime feedback does.
+commercial traffic thins out, and joining the cars first becomes the better order (with more than two
+``phases``, the two patterns alternate). Estimates from the static tables see neither, so only
+runtime feedback does.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class LinearRoadConfig:
     segments: int = 100  # per expressway and direction
     window: int = 3  # micro-batches the self-join looks back
     seconds_per_batch: int = 30
+    phases: int = 2  # the traffic alternates between the two patterns this many times over the stream
     seed: int = 11
 
     @property
@@ -50,7 +52,7 @@ class LinearRoadConfig:
 
 def phase_shares(config: LinearRoadConfig, batch: int) -> tuple[float, float]:
     """(share of reports in tolled segments, share of reports from commercial cars) in ``batch``."""
-    return PHASES[batch * len(PHASES) // config.batches]
+    return PHASES[batch * config.phases // config.batches % len(PHASES)]
 
 
 def segtolls_sql() -> str:

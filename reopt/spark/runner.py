@@ -72,6 +72,9 @@ class AdaptiveRunner:
     their size. With a ``stage_listener`` (attached), each batch's stage times also feed back, as cost
     factors.
 
+    ``reoptimize_every`` re-optimizes after every n-th batch only, from that batch's observations:
+    the plan then stays for n batches (the reference paper's "frequency of adaptation").
+
     ``switch_margin`` is the hysteresis of plan switches: the runner moves to a new best plan only if
     it is estimated at least that share cheaper than the running plan under the same statistics, so
     estimates that wobble around a tie do not flip the plan batch after batch (0: always switch).
@@ -85,7 +88,8 @@ class AdaptiveRunner:
     def __init__(self, optimizer: Optimizer, spark: SparkSession, static_tables: Mapping[str, DataFrame],
                  stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
                  stage_listener: StageListener | None = None, window: tuple[str, int] | None = None,
-                 switch_margin: float = DEFAULT_SWITCH_MARGIN, state_dir: str | Path | None = None):
+                 switch_margin: float = DEFAULT_SWITCH_MARGIN, state_dir: str | Path | None = None,
+                 reoptimize_every: int = 1):
         query = optimizer.query
         tables = {table for _alias, table in query.relations}
         for name in [stream] + ([window[0]] if window else []):
@@ -95,10 +99,13 @@ class AdaptiveRunner:
             raise QueryError(f"a window holds at least one batch, not {window[1]}")
         if isinstance(switch_margin, bool) or not isinstance(switch_margin, (int, float)) or not 0 <= switch_margin < 1:
             raise OptimizerError(f"switch_margin is a share in [0, 1), got {switch_margin!r}")
+        if isinstance(reoptimize_every, bool) or not isinstance(reoptimize_every, int) or reoptimize_every < 1:
+            raise OptimizerError(f"reoptimize_every is a number of batches, at least 1, got {reoptimize_every!r}")
         if window is not None and state_dir is not None:
             raise OptimizerError("a windowed runner cannot keep its state in a folder: the window's batches live in "
                                  "Spark's cache and would be lost on a restart; leave out state_dir or window")
         self.switch_margin = float(switch_margin)
+        self.reoptimize_every = reoptimize_every
         self.state = None if state_dir is None else StateFolder(state_dir)
         saved: dict = {}
         if self.state is not None:
@@ -160,7 +167,10 @@ class AdaptiveRunner:
         if self.window is not None:
             self._remember(batch, input_rows if input_rows is not None else batch.count())
         reopt_s, stage_count = 0.0, None
-        if self.adaptive:
+        reoptimizing = self.adaptive and (len(self.records) + 1) % self.reoptimize_every == 0
+        if not reoptimizing and self.stage_listener is not None:
+            self.stage_listener.stages(tag)  # a batch that does not re-optimize: its stages are not needed
+        if reoptimizing:
             feedback = observed_cardinalities(tree, query)
             if input_rows is not None:
                 feedback = feedback + DeltaStats.table(self.stream, rows=max(1, input_rows))
