@@ -46,6 +46,9 @@ def plot_panels(path: Path, title: str, panels: list[tuple[str, dict[str, list[t
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    labels = list(dict.fromkeys(label for _ylabel, series in panels for label in series))
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    colour = {label: palette(i % palette.N) for i, label in enumerate(labels)}  # one colour a label, every panel
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, (ylabel, series) in zip(axes[0], panels):
         if bars:
@@ -54,17 +57,20 @@ def plot_panels(path: Path, title: str, panels: list[tuple[str, dict[str, list[t
             for i, (label, points) in enumerate(series.items()):
                 values = dict(points)
                 ax.bar([c + i * width for c in range(len(categories))], [values.get(c, 0) for c in categories],
-                       width, label=label)
+                       width, label=label, color=colour[label])
             ax.set_xticks([c + 0.4 - width / 2 for c in range(len(categories))], categories, rotation=20)
         else:
             for label, points in series.items():
-                ax.plot(*zip(*sorted(points)), marker="o", markersize=3, label=label)
+                ax.plot(*zip(*sorted(points)), marker="o", markersize=3, label=label, color=colour[label])
             if log_x:
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    first = set(panels[0][1])
+    for ax, (_ylabel, series) in zip(axes[0], panels):
+        if ax is axes[0][0] or not set(series) <= first:
+            ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
