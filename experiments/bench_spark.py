@@ -56,7 +56,7 @@ from reopt.spark.linear_road import LinearRoadConfig, phase_shares, segtolls_sql
 from reopt.spark.skewed_tpch import SkewConfig, write_partitions
 from reopt.spark.runner import AdaptiveRunner
 from results import Results
-from timing import timed
+from timing import rotated, timed
 
 VARIANTS = ("adaptive", "static", "hindsight", "spark_aqe", "spark_cbo")
 PLOT_LABELS = {"adaptive": LABELS["adaptive"], "static": LABELS["static"], "spark_aqe": LABELS["aqe"],
@@ -141,10 +141,9 @@ def prepare_drift(spark, workload: Workload, batches: int | None, work: Path) ->
                     catalog_from_spark(spark, {**dims, "events": frames[0]}, sql=sql))
 
 
-def prepare_tpch(spark, batches: int | None, work: Path) -> Prepared:
-    skew = SkewConfig(**({"partitions": batches} if batches else {}))
-    print(f"generating TPC-H at scale 1 and lineitem in {skew.partitions} skewed partitions ...", flush=True)
-    tables = load_tpch(spark, 1, work / "tpch")
+def prepare_tpch(spark, work: Path, skew: SkewConfig, scale: float = 1) -> Prepared:
+    print(f"generating TPC-H at scale {scale:g} and lineitem in {skew.partitions} skewed partitions ...", flush=True)
+    tables = load_tpch(spark, scale, work / "tpch")
     parts = [spark.read.parquet(str(p)) for p in write_partitions(tables, skew, work / "tpch-partitions")]
     sql = TPCH["Q5"]
     static = {name: frame for name, frame in tables.items() if name != "lineitem"}
@@ -153,8 +152,7 @@ def prepare_tpch(spark, batches: int | None, work: Path) -> Prepared:
                     catalog_from_spark(spark, tables, sql=sql))
 
 
-def prepare_linear_road(spark, batches: int | None, work: Path) -> Prepared:
-    config = LinearRoadConfig(batches=batches or 20, reports_per_batch=50_000, seconds_per_batch=1, phases=5)
+def prepare_linear_road(spark, work: Path, config: LinearRoadConfig) -> Prepared:
     print(f"generating {config.batches} batches of {config.reports_per_batch:,} position reports ...", flush=True)
     paths = write_linear_road(spark, config, work / "linear-road")
     static = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "reports"}
@@ -175,7 +173,10 @@ SUMMARIES = {
 def prepare(spark, name: str, batches: int | None, work: Path) -> Prepared:
     if name in WORKLOADS:
         return prepare_drift(spark, WORKLOADS[name], batches, work)
-    return {"tpch": prepare_tpch, "linear_road": prepare_linear_road}[name](spark, batches, work)
+    if name == "tpch":
+        return prepare_tpch(spark, work, SkewConfig(**({"partitions": batches} if batches else {})))
+    return prepare_linear_road(spark, work, LinearRoadConfig(batches=batches or 20, reports_per_batch=50_000,
+                                                             seconds_per_batch=1, phases=5))
 
 
 def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str, results: Results) -> dict:
@@ -236,7 +237,7 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
             "spark_aqe": lambda: timed(lambda: spark_aqe(b)),
             "spark_cbo": lambda: (timed(lambda: analyze(b))[1], timed(spark_cbo)),
         }
-        order = list(VARIANTS[b % len(VARIANTS):] + VARIANTS[:b % len(VARIANTS)])
+        order = rotated(VARIANTS, b)
         out = {variant: variants[variant]() for variant in order}
         a, s, h = out["adaptive"], out["static"], out["hindsight"]
         aqe_result, aqe_s = out["spark_aqe"]

@@ -3,13 +3,13 @@ and the figures' panels."""
 
 from __future__ import annotations
 
-import csv
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from changes import FACTORS
+from results import Results
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,8 @@ class Run:
         return (0.125, 8.0) if self.quick else FACTORS
 
     def csv(self, name: str, rows: list[dict]) -> Path:
-        path = self.out / f"{name}.csv"
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
-            writer.writeheader()
-            writer.writerows(rows)
-        return path
+        """``name.csv`` in the output folder, columns in the order the rows first name them."""
+        return Results(name, self.out).csv(rows, list(dict.fromkeys(key for row in rows for key in row)))
 
 
 def progress(message: str) -> None:

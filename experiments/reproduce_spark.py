@@ -7,26 +7,19 @@ same rows. Every plan the adaptive runs choose is checked against a full top-dow
 
 from __future__ import annotations
 
-import functools
 import tempfile
 from pathlib import Path
 
 import reopt
-from bench_spark import hindsight_optimizer
+from bench_spark import hindsight_optimizer, prepare_linear_road, prepare_tpch
 from pyspark.sql import DataFrame
 from reopt.baselines import TopDownOptimizer
-from reopt.optimizer.workloads import TPCH
-from reopt.spark import catalog_from_spark, load_tpch, local_session, session_weights
-from reopt.spark.linear_road import LinearRoadConfig, segtolls_sql, write_linear_road
+from reopt.spark import local_session, session_weights
+from reopt.spark.linear_road import LinearRoadConfig
 from reopt.spark.runner import AdaptiveRunner
-from reopt.spark.skewed_tpch import SkewConfig, write_partitions
+from reopt.spark.skewed_tpch import SkewConfig
 from figures import Run, plot_panels, progress
-from timing import median_time
-
-
-def rotated(names: list[str], batch: int) -> list[str]:
-    shift = batch % len(names)
-    return names[shift:] + names[:shift]
+from timing import median_time, rotated
 
 
 def run_batch(runners: dict[str, AdaptiveRunner], batch: DataFrame, index: int, where: str) -> dict:
@@ -50,14 +43,11 @@ def check_plan(optimizer: reopt.Optimizer, where: str) -> float:
 def skewed_q5(spark, run: Run, work: Path) -> tuple[list[dict], list[dict]]:
     scale, skew = (0.01, SkewConfig(partitions=4)) if run.quick else (1, SkewConfig())
     progress(f"Figure 7: TPC-H scale {scale:g}, lineitem in {skew.partitions} skewed partitions")
-    tables = load_tpch(spark, scale, work / "tpch")
-    parts = [spark.read.parquet(str(p)) for p in write_partitions(tables, skew, work / "partitions")]
-    sql = TPCH["Q5"]
-    catalog = catalog_from_spark(spark, tables, sql=sql)  # TPC-H's own statistics: the single-stage plan's
+    w = prepare_tpch(spark, work, skew, scale)  # TPC-H's own statistics: the single-stage plan's
     config = reopt.OptimizerConfig(weights=session_weights(spark), backend=run.backend)
-    static = {name: frame for name, frame in tables.items() if name != "lineitem"}
-    runners = {mode: AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, config), spark, static, "lineitem",
+    runners = {mode: AdaptiveRunner(reopt.Optimizer.from_sql(w.sql, w.catalog, config), spark, w.static, w.stream,
                                     adaptive=mode == "adaptive") for mode in ("adaptive", "single")}
+    parts = w.batches
     runners["single"].run_batch(parts[0], -1)  # warm-up, untimed
     runners["single"].records.clear()
     figure, table = [], []
@@ -81,28 +71,24 @@ def linear_road(spark, run: Run, work: Path) -> tuple[list[dict], list[dict]]:
                                seconds_per_batch=1, phases=4) if run.quick else
               LinearRoadConfig(batches=20, reports_per_batch=20_000, seconds_per_batch=1, phases=5))
     progress(f"Figure 10: Linear Road, {config.batches} one-second batches of {config.reports_per_batch:,} reports")
-    paths = write_linear_road(spark, config, work / "linear-road")
-    static = {name: spark.read.parquet(str(path)) for name, path in paths.items() if name != "reports"}
-    frames = [spark.read.parquet(str(paths["reports"] / f"batch={b:04d}")) for b in range(config.batches)]
-    sql = segtolls_sql()
-    catalog = catalog_from_spark(spark, {**static, "reports": frames[0], "recent": frames[0]})
+    w = prepare_linear_road(spark, work, config)
     settings = reopt.OptimizerConfig(weights=session_weights(spark), backend=run.backend)
-    window = ("recent", config.window)
+
+    def runner(optimizer: reopt.Optimizer, **options) -> AdaptiveRunner:
+        return AdaptiveRunner(optimizer, spark, w.static, w.stream, window=w.window, **options)
+
     progress("counting every join over the whole stream for the best static plan in hindsight")
-    for name, frame in static.items():
+    for name, frame in w.static.items():
         frame.createOrReplaceTempView(name)
-    views = [{"reports": frame, "recent": functools.reduce(DataFrame.unionByName, frames[max(0, b - config.window):b])
-              if b else frame.limit(0)} for b, frame in enumerate(frames)]
-    runners = {f"every {k} s": AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, static, "reports",
-                                              window=window, reoptimize_every=k) for k in (1, 5, 10)}
-    runners["initial plan, static"] = AdaptiveRunner(reopt.Optimizer.from_sql(sql, catalog, settings), spark, static,
-                                                     "reports", adaptive=False, window=window)
-    runners["best static plan in hindsight"] = AdaptiveRunner(
-        hindsight_optimizer(spark, sql, catalog, settings, views), spark, static, "reports", adaptive=False,
-        window=window)
+    runners = {f"every {k} s": runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), reoptimize_every=k)
+               for k in (1, 5, 10)}
+    runners["initial plan, static"] = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), adaptive=False)
+    runners["best static plan in hindsight"] = runner(
+        hindsight_optimizer(spark, w.sql, w.catalog, settings, [w.views(b) for b in range(len(w.batches))]),
+        adaptive=False)
     every1 = runners["every 1 s"]
     figure = []
-    for index, frame in enumerate(frames):
+    for index, frame in enumerate(w.batches):
         records = run_batch(runners, frame, index, "Linear Road")
         topdown_s = check_plan(every1.optimizer, f"Linear Road batch {index}")
         query, catalog_now = every1.optimizer.query, every1.optimizer.catalog
@@ -113,12 +99,12 @@ def linear_road(spark, run: Run, work: Path) -> tuple[list[dict], list[dict]]:
         figure.append(row)
         progress(f"batch {index}: " + ", ".join(f"{name} {records[name].batch_s:.2f} s" for name in runners))
     table = []
-    for name, runner in runners.items():
+    for name, each in runners.items():
         every = int(name.split()[1]) if name.startswith("every") else ""
-        reopt_s = sum(r.reopt_s for r in runner.records)
-        exec_s = sum(r.batch_s for r in runner.records)
+        reopt_s = sum(r.reopt_s for r in each.records)
+        exec_s = sum(r.batch_s for r in each.records)
         table.append({"variant": name, "every": every, "reopt_s": reopt_s, "exec_s": exec_s, "total_s": reopt_s + exec_s,
-                      "plan_changes": sum(r.changed for r in runner.records)})
+                      "plan_changes": sum(r.changed for r in each.records)})
     return figure, table
 
 

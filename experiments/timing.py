@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -20,6 +20,13 @@ def median_time(fn: Callable[[], object], repeat: int) -> float:
     """The median seconds of ``repeat`` calls of ``fn`` after one warm-up call."""
     fn()
     return statistics.median(timed(fn)[1] for _ in range(repeat))
+
+
+def rotated(names: Sequence[str], turn: int) -> list[str]:
+    """``names`` starting at ``turn`` (modulo their number): compared variants take turns at going
+    first, since the first to run a batch reads its files cold."""
+    shift = turn % len(names)
+    return list(names[shift:]) + list(names[:shift])
 
 
 def interleaved_samples(fns: Mapping[str, Callable[[], object]], repeat: int,

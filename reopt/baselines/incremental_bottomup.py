@@ -14,16 +14,25 @@ from __future__ import annotations
 
 import heapq
 
+from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
 from ..optimizer.errors import OptimizerError
 from ..optimizer.estimate import Estimator
 from ..optimizer.fact_deltas import resolve
+from ..optimizer.optimizer import OptimizerConfig
 from ..optimizer.plan import Plan
 from ..optimizer.plan_space import ANY, NO_EXPR, OPERATORS
+from ..optimizer.query import Query
 from .bottomup import BottomUpOptimizer
 
 
 class IncrementalBottomUpOptimizer(BottomUpOptimizer):
+    def __init__(self, query: Query, catalog: Catalog, config: OptimizerConfig | None = None):
+        super().__init__(query, catalog, config)
+        self._best: dict[tuple[int, str], tuple[float, tuple] | None] = {}  # every group's choice, once optimized
+        self.last_recomputed = 0  # alternatives costed by the last reoptimize
+        self.last_updated = 0  # groups whose best choice the last reoptimize changed
+
     def optimize(self) -> Plan:
         groups = self.groups()
         self._alternatives = {group: self.space.split(*group) for group in groups}
@@ -39,7 +48,7 @@ class IncrementalBottomUpOptimizer(BottomUpOptimizer):
                     self._readers.setdefault(read, set()).add(group)
                 for child in self.children(alt):
                     self._users.setdefault(child, set()).add(group)
-        self._best: dict[tuple[int, str], tuple[float, tuple] | None] = {}
+        self._best = {}
         for group in groups:
             self._best[group] = self.choose(group, self._best, self._alternatives[group])
         self.last_recomputed = 0
@@ -59,7 +68,7 @@ class IncrementalBottomUpOptimizer(BottomUpOptimizer):
         return {group: best[0] for group, best in self._best.items() if best is not None}
 
     def reoptimize(self, delta: DeltaStats) -> Plan:
-        if not hasattr(self, "_best"):
+        if not self._best:
             self.optimize()
         resolved = resolve(delta, self.query, self.catalog)
         estimator = Estimator(self.query, resolved.catalog, self.estimator, resolved.leaves)
