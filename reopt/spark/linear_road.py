@@ -42,7 +42,7 @@ class LinearRoadConfig:
     segments: int = 100  # per expressway and direction
     window: int = 3  # micro-batches the self-join looks back
     seconds_per_batch: int = 30
-    phases: int = 2  # the traffic alternates between the two patterns this many times over the stream
+    phases: int = 2  # phases over the stream; the two traffic patterns take turns from phase to phase
     seed: int = 11
 
     @property
