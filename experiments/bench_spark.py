@@ -55,6 +55,7 @@ from reopt.spark.drift import WORKLOADS, Workload, drift_batches, query_sql, wri
 from reopt.spark.linear_road import LinearRoadConfig, phase_shares, segtolls_sql, write_linear_road
 from reopt.spark.skewed_tpch import SkewConfig, write_partitions
 from reopt.spark.runner import AdaptiveRunner
+from reopt.spark.sampling import DEFAULT_SAMPLE_ROWS
 from results import Results
 from timing import rotated, timed
 
@@ -179,7 +180,8 @@ def prepare(spark, name: str, batches: int | None, work: Path) -> Prepared:
                                                              seconds_per_batch=1, phases=5))
 
 
-def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str, results: Results) -> dict:
+def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str, sample_rows: int,
+                 results: Results) -> dict:
     session = WORKLOADS[name].session if name in WORKLOADS else {}
     for key in {key for other in WORKLOADS.values() for key in other.session}:
         spark.conf.unset(key)
@@ -190,9 +192,13 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
     settings = reopt.OptimizerConfig.setting(pruning, session_weights(spark))
 
     def runner(optimizer: reopt.Optimizer, adaptive: bool = True) -> AdaptiveRunner:
-        return AdaptiveRunner(optimizer, spark, w.static, w.stream, adaptive=adaptive, window=w.window)
+        return AdaptiveRunner(optimizer, spark, w.static, w.stream, adaptive=adaptive, window=w.window,
+                              sample_rows=sample_rows if adaptive else 0)
 
     adaptive = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings))
+    if adaptive.sampler is not None:
+        print(f"sampler: {len(adaptive.sampler.expressions)} joins measured on {sample_rows:,} rows of each batch; "
+              f"key frequencies of the static tables in {adaptive.setup_s:.2f} s", flush=True)
     static = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), adaptive=False)
     spark.sql("create database if not exists cbo")
     for table, frame in w.static.items():
@@ -245,13 +251,14 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
         assert sorted(a.result) == sorted(s.result) == sorted(h.result) == sorted(aqe_result) == sorted(cbo_result), \
             f"{name}: the variants disagree on batch {b}"
         row = {"workload": name, "batch": b, "adaptive_s": a.batch_s + a.reopt_s, "reopt_s": a.reopt_s,
+               "sample_s": a.sample_s,
                "static_s": s.batch_s, "hindsight_s": h.batch_s, "spark_aqe_s": aqe_s, "spark_cbo_s": cbo_s,
                "analyze_s": analyze_s, "changed": a.changed, "plan": a.plan, "first": order[0], "why": a.why,
                "retried": [n for n, r in (("adaptive", a), ("static", s), ("hindsight", h)) if r.retried]}
         records.append(row)
         print(f"batch {b:>2}: " + "  ".join(f"{v} {row[v + '_s']:.2f}s" for v in VARIANTS)
               + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''})  {a.plan}", flush=True)
-    summary = summarize(records, w.drifts)
+    summary = summarize(records, w.drifts, adaptive.setup_s)
     summary.update(workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order())
     print(json.dumps(summary, indent=1))
     runs = {PLOT_LABELS[v]: [r[f"{v}_s"] for r in records] for v in VARIANTS}
@@ -263,8 +270,10 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
     return {"records": records, "summary": summary}
 
 
-def summarize(records: list[dict], drifts: list[int]) -> dict:
+def summarize(records: list[dict], drifts: list[int], setup_s: float = 0.0) -> dict:
+    """Totals and ratios; ``setup_s`` (the sampler's key frequencies) counts in the adaptive total."""
     totals = {v: sum(r[f"{v}_s"] for r in records) for v in VARIANTS}
+    totals["adaptive"] += setup_s
     after_drift = set(drifts)
     slowdowns = [r["adaptive_s"] / r["spark_aqe_s"] for r in records if r["batch"] not in after_drift]
     return {
@@ -273,8 +282,10 @@ def summarize(records: list[dict], drifts: list[int]) -> dict:
         "total_s": totals,
         "median_s": {v: statistics.median(r[f"{v}_s"] for r in records) for v in VARIANTS},
         "analyze_s": sum(r["analyze_s"] for r in records),
+        "setup_s": setup_s,
         "adaptive_vs": {v: totals[v] / totals["adaptive"] for v in VARIANTS if v != "adaptive"},
-        "reopt_share": sum(r["reopt_s"] for r in records) / totals["adaptive"],
+        "reopt_share": sum(r["reopt_s"] - r["sample_s"] for r in records) / totals["adaptive"],
+        "sample_share": (sum(r["sample_s"] for r in records) + setup_s) / totals["adaptive"],
         "worst_batch_vs_spark_aqe": max(slowdowns, default=float("nan")),
         "retried": sum(bool(r["retried"]) for r in records),
     }
@@ -288,14 +299,18 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--pruning", default="goal", choices=list(PRUNING_SETTINGS),
                         help="the optimizer's pruning setting (default goal, as in the demo and the library)")
+    parser.add_argument("--sample-rows", type=int, default=DEFAULT_SAMPLE_ROWS,
+                        help="rows of each batch the adaptive run samples before planning it (0: none; default %(default)s)")
     Results.option(parser, "bench_spark")
     args = parser.parse_args()
+    if args.sample_rows < 0:
+        parser.error(f"--sample-rows is a number of rows, got {args.sample_rows}")
     results = Results.of(args, "bench_spark")
     work = Path(tempfile.mkdtemp(prefix="reopt-bench-spark-"))
     spark = local_session("reopt-bench-spark", master=args.master,
                           extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
     try:
-        runs = {name: run_workload(spark, name, args.batches, work, args.pruning, results)
+        runs = {name: run_workload(spark, name, args.batches, work, args.pruning, args.sample_rows, results)
                 for name in args.workload or SUMMARIES}
     finally:
         spark.stop()

@@ -170,3 +170,48 @@ def test_switch_margin_is_a_share_below_one(spark, workload, margin):
     with pytest.raises(reopt.OptimizerError, match="switch_margin is a share in"):
         AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
                        switch_margin=margin)
+
+
+def test_with_a_sample_the_first_batch_after_a_drift_runs_a_plan_for_the_new_data(spark, workload):
+    static, batches, catalog = workload
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                            sample_rows=1000)
+    partners = []
+    for b, batch in enumerate(batches):
+        runner.run_batch(batch, b)
+        partners.append(first_partner(runner.plan))  # with a sample, the plan this batch ran
+    # phases of three batches: d0, then d1, then d2 keeps 2% of the events
+    assert partners == ["d0"] * 3 + ["d1"] * 3 + ["d2"] * 3
+    assert all(r.sample_s > 0 and r.reopt_s >= r.sample_s for r in runner.records)
+    assert runner.setup_s > 0
+
+
+def test_a_sampled_run_returns_what_the_static_plan_returns(spark, workload):
+    static, batches, catalog = workload
+    sampled = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                             sample_rows=500)
+    kept = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                          adaptive=False)
+    for b in (2, 3, 7):
+        assert sorted(sampled.run_batch(batches[b], b).result) == sorted(kept.run_batch(batches[b], b).result)
+
+
+def test_without_a_sample_a_join_the_plan_stopped_running_keeps_its_old_size(spark, workload):
+    static, batches, catalog = workload
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events")
+    partners = []
+    for b, batch in enumerate(batches):
+        partners.append(first_partner(runner.plan))  # without a sample, the plan this batch runs
+        runner.run_batch(batch, b)
+    # batch 0 saw events x d1 large; in phase 1 d1 is the selective one, but no plan runs it first
+    # again, so the optimizer never learns it: d0 stays first through the whole phase
+    assert partners[:6] == ["d1"] + ["d0"] * 5
+    assert runner.sampler is None and runner.setup_s == 0
+
+
+@pytest.mark.parametrize("rows", [-1, 2.5, True, "1000"])
+def test_sample_rows_is_a_count_of_rows(spark, workload, rows):
+    static, _batches, catalog = workload
+    with pytest.raises(reopt.OptimizerError, match="sample_rows is a number of rows"):
+        AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                       sample_rows=rows)

@@ -74,10 +74,23 @@ def _renamed(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
+def renamed_columns(source: DataFrame, alias: str) -> DataFrame:
+    """``source`` with every column renamed ``alias__column``."""
+    return source.select([F.col(f"`{c}`").alias(column_name(alias, c)) for c in source.columns])
+
+
+def filter_condition(query: Query, alias: str) -> Column | None:
+    """The relation's local filters as one condition over its renamed columns (None: no filter)."""
+    condition = None
+    for f in query.filters_on(alias):
+        term = F.expr(_renamed(f.expression).sql(dialect="spark"))
+        condition = term if condition is None else condition & term
+    return condition
+
+
 def _renamed_scan(query: Query, tables: Mapping[str, DataFrame]) -> Callable[[str], DataFrame]:
     def scan(alias: str) -> DataFrame:
-        source = tables[query.table_of(alias)]
-        frame = source.select([F.col(f"`{c}`").alias(column_name(alias, c)) for c in source.columns])
+        frame = renamed_columns(tables[query.table_of(alias)], alias)
         for f in query.filters_on(alias):
             frame = frame.where(F.expr(_renamed(f.expression).sql(dialect="spark")))
         return frame

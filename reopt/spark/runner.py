@@ -38,6 +38,7 @@ from ..optimizer.plan_change import saving
 from ..optimizer.plan_space import SORT_MERGE_JOIN
 from .execute import execute
 from .metrics import executed_tree, observed_cardinalities
+from .sampling import JoinSampler
 from .stages import StageListener, cost_factor_feedback, stage_operators
 from .state_folder import StateFolder
 
@@ -62,6 +63,7 @@ class BatchRecord:
     key: str = ""  # Plan.key() of the plan this batch ran with
     retried: bool = False  # the plan failed in Spark; the batch ran again with sort-merge joins
     why: str = ""  # for a batch that ran a new plan: what moved, and the saving predicted for it
+    sample_s: float = 0.0  # of reopt_s: measuring the batch's sample before planning it
 
 
 class AdaptiveRunner:
@@ -74,6 +76,14 @@ class AdaptiveRunner:
 
     ``reoptimize_every`` re-optimizes after every n-th batch only, from that batch's observations:
     the plan then stays for n batches (the reference paper's "frequency of adaptation").
+
+    ``sample_rows`` (0: off) plans each batch for itself: before it runs, a ``JoinSampler`` measures
+    every join of the stream with the static tables on the batch's first ``sample_rows`` rows, and
+    the runner re-optimizes with those sizes and what the batch before it observed. The first
+    batch after the data drifts then runs a plan chosen for the new data, and a join the plan does
+    not run is measured all the same. It costs one small Spark job per batch, and the static
+    tables' key frequencies once (``setup_s``). Joins the sampler cannot measure (with the window,
+    or past its work limit) still learn from execution.
 
     ``switch_margin`` is the hysteresis of plan switches: the runner moves to a new best plan only if
     it is estimated at least that share cheaper than the running plan under the same statistics, so
@@ -89,7 +99,7 @@ class AdaptiveRunner:
                  stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
                  stage_listener: StageListener | None = None, window: tuple[str, int] | None = None,
                  switch_margin: float = DEFAULT_SWITCH_MARGIN, state_dir: str | Path | None = None,
-                 reoptimize_every: int = 1):
+                 reoptimize_every: int = 1, sample_rows: int = 0):
         query = optimizer.query
         tables = {table for _alias, table in query.relations}
         for name in [stream] + ([window[0]] if window else []):
@@ -101,6 +111,8 @@ class AdaptiveRunner:
             raise OptimizerError(f"switch_margin is a share in [0, 1), got {switch_margin!r}")
         if isinstance(reoptimize_every, bool) or not isinstance(reoptimize_every, int) or reoptimize_every < 1:
             raise OptimizerError(f"reoptimize_every is a number of batches, at least 1, got {reoptimize_every!r}")
+        if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 0:
+            raise OptimizerError(f"sample_rows is a number of rows (0: no sampling), got {sample_rows!r}")
         if window is not None and state_dir is not None:
             raise OptimizerError("a windowed runner cannot keep its state in a folder: the window's batches live in "
                                  "Spark's cache and would be lost on a restart; leave out state_dir or window")
@@ -125,6 +137,14 @@ class AdaptiveRunner:
         self._last_key: str | None = saved.get("last_key")  # the plan the last batch ran
         self._why = ""  # why self.plan replaced the plan before it
         self.resumed_after: int | None = saved.get("batch")  # the last batch the saved state had seen
+        self.setup_s = 0.0  # building the sampler: the static tables' key frequencies
+        self.sampler: JoinSampler | None = None
+        if adaptive and sample_rows:
+            start = time.perf_counter()
+            self.sampler = JoinSampler(query, self.static_tables, stream, rows=sample_rows)
+            self.setup_s = time.perf_counter() - start
+        self._pending = DeltaStats()  # observations of the batch before, applied with the next sample
+        self._stream_rows = optimizer.catalog.table(stream).rows  # the stream's rows in the last batch
 
     def _window_frame(self, batch: DataFrame) -> DataFrame:
         if not self._recent:
@@ -136,7 +156,30 @@ class AdaptiveRunner:
         while len(self._recent) > self.window[1]:
             self._recent.popleft()[0].unpersist()
 
+    def _reoptimizes(self, batch_index: int) -> bool:
+        """Whether the plan is re-optimized at this batch: before it with a sampler, after it without."""
+        if not self.adaptive:
+            return False
+        if self.sampler is not None:
+            return batch_index % self.reoptimize_every == 0
+        return (batch_index + 1) % self.reoptimize_every == 0
+
+    def _plan_for(self, batch: DataFrame) -> tuple[float, float]:
+        """Re-optimize for ``batch`` from a sample of it and the observations held back; the time
+        taken in all, and by the sample."""
+        start = time.perf_counter()
+        sizes = self.sampler.measure(batch)
+        sample_s = time.perf_counter() - start
+        rows = sizes.sampled if 0 < sizes.sampled < self.sampler.rows else self._stream_rows  # all of it read
+        feedback = self._pending + sizes.delta(rows)
+        self._pending = DeltaStats()
+        if len(feedback):
+            self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
+        return time.perf_counter() - start, sample_s
+
     def run_batch(self, batch: DataFrame, batch_id: int) -> BatchRecord:
+        reoptimizing = self._reoptimizes(len(self.records))
+        planned_s, sample_s = self._plan_for(batch) if reoptimizing and self.sampler is not None else (0.0, 0.0)
         tables = {**self.static_tables}
         if self.window is not None:
             tables[self.window[0]] = self._window_frame(batch)
@@ -166,12 +209,16 @@ class AdaptiveRunner:
         input_rows = next((n.rows for n in tree.scans() if n.relations <= self.stream_aliases), None)
         if self.window is not None:
             self._remember(batch, input_rows if input_rows is not None else batch.count())
-        reopt_s, stage_count = 0.0, None
-        reoptimizing = self.adaptive and (len(self.records) + 1) % self.reoptimize_every == 0
-        if not reoptimizing and self.stage_listener is not None:
+        reopt_s, stage_count = planned_s, None
+        if input_rows is not None:
+            self._stream_rows = max(1, input_rows)
+        if not self.adaptive and self.stage_listener is not None:
             self.stage_listener.stages(tag)  # a batch that does not re-optimize: its stages are not needed
-        if reoptimizing:
+        if self.adaptive:
             feedback = observed_cardinalities(tree, query)
+            if self.sampler is not None:  # the next batch's sample measures these again
+                sampled = {frozenset(query.names(mask)) for mask in self.sampler.expressions}
+                feedback = DeltaStats(c for c in feedback.changes if c.target not in sampled)
             if input_rows is not None:
                 feedback = feedback + DeltaStats.table(self.stream, rows=max(1, input_rows))
             if self.window is not None:
@@ -183,15 +230,18 @@ class AdaptiveRunner:
                 feedback = feedback + cost_factor_feedback(
                     self.plan, stages, stage_operators(frame._jdf.queryExecution().executedPlan()),
                     self.optimizer.catalog.cost_factors)
-            start = time.perf_counter()
-            self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
-            reopt_s = time.perf_counter() - start
+            if self.sampler is not None:
+                self._pending = self._pending + feedback
+            elif reoptimizing:
+                start = time.perf_counter()
+                self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
+                reopt_s = time.perf_counter() - start
         if self.state is not None:
             start = time.perf_counter()
             self.state.save(self.optimizer, {"plan": self.plan.to_dict(), "last_key": executed_key, "batch": batch_id})
             reopt_s += time.perf_counter() - start
         record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
-                             stages=stage_count, key=executed_key, retried=retried, why=why)
+                             stages=stage_count, key=executed_key, retried=retried, why=why, sample_s=sample_s)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
