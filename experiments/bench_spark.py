@@ -1,16 +1,20 @@
-"""Spark benchmark: the drifting workloads, reopt adaptive against four ways of planning without it.
+"""Spark benchmark: the drifting workloads, reopt adaptive (from execution feedback, and from a sample
+of each batch) against four ways of planning without it.
 
-The workloads: ``shuffled``, a star whose join order decides what every shuffle moves, and
-``broadcast``, a star whose dimensions are all broadcast (``reopt.spark.drift.WORKLOADS``); ``tpch``,
-TPC-H Q5 over partitions of lineitem skewed differently over regions and years
-(``reopt.spark.skewed_tpch``); and ``linear_road``, SegTollS over position reports whose traffic
-drifts in phases, a self-join with the previous three batches (``reopt.spark.linear_road``). Each
+The workloads: ``shuffled``, a star whose join order decides what every shuffle moves,
+``snowflake``, two large dimensions filtered through outriggers, and ``broadcast``, a star whose
+dimensions are all broadcast (``reopt.spark.drift.WORKLOADS``); ``tpch``, ``tpch_q8`` and
+``tpch_q9``, TPC-H Q5, Q8 and Q9 over partitions of lineitem skewed differently over regions, years
+and parts (``reopt.spark.skewed_tpch``); and ``linear_road``, SegTollS over position reports whose
+traffic drifts in phases, a self-join with the previous three batches (``reopt.spark.linear_road``). Each
 runs its batches (parquet, one file per batch, fixed seeds) in one Spark session under the
 workload's settings. Every variant runs
 every batch, in an order that rotates from batch to batch since the first to run reads the batch's
 file cold, after one untimed warm-up, and all must return the same rows:
 
 * ``adaptive``: reopt's plan, re-optimized after every batch from the observed join cardinalities;
+* ``sampled``: the same, and each batch planned from a sample of its first ``--sample-rows`` rows
+  before it runs (``AdaptiveRunner(sample_rows=...)``);
 * ``static``: reopt's initial plan throughout (statistics of the first batch; for ``tpch``, of
   TPC-H itself);
 * ``hindsight``: the single plan reopt picks knowing the whole stream: every join's true size over
@@ -59,10 +63,12 @@ from reopt.spark.sampling import DEFAULT_SAMPLE_ROWS
 from results import Results
 from timing import rotated, timed
 
-VARIANTS = ("adaptive", "static", "hindsight", "spark_aqe", "spark_cbo")
+VARIANTS = ("adaptive", "sampled", "static", "hindsight", "spark_aqe", "spark_cbo")
 PLOT_LABELS = {"adaptive": LABELS["adaptive"], "static": LABELS["static"], "spark_aqe": LABELS["aqe"],
+               "sampled": "reopt adaptive, each batch sampled first",
                "hindsight": "reopt best static plan in hindsight", "spark_cbo": "Spark SQL with CBO join reordering"}
 EXPLOSION = 50
+TPCH_WORKLOADS = {"tpch": "Q5", "tpch_q8": "Q8", "tpch_q9": "Q9"}
 CBO_KEYS = ("spark.sql.cbo.enabled", "spark.sql.cbo.joinReorder.enabled")
 
 
@@ -142,11 +148,16 @@ def prepare_drift(spark, workload: Workload, batches: int | None, work: Path) ->
                     catalog_from_spark(spark, {**dims, "events": frames[0]}, sql=sql))
 
 
-def prepare_tpch(spark, work: Path, skew: SkewConfig, scale: float = 1) -> Prepared:
-    print(f"generating TPC-H at scale {scale:g} and lineitem in {skew.partitions} skewed partitions ...", flush=True)
+def prepare_tpch(spark, work: Path, skew: SkewConfig, scale: float = 1, query: str = "Q5") -> Prepared:
+    """TPC-H ``query`` over skewed partitions of lineitem (generated once per ``work`` folder)."""
+    folder = work / f"tpch-partitions-sf{scale:g}-{skew.partitions}"
+    paths = [folder / f"part={index:02d}" for index in range(skew.partitions)]
+    if not all((path / "_SUCCESS").exists() for path in paths):  # Spark marks a completed write
+        print(f"generating TPC-H at scale {scale:g} and lineitem in {skew.partitions} skewed partitions ...", flush=True)
+        write_partitions(load_tpch(spark, scale, work / "tpch"), skew, folder)
     tables = load_tpch(spark, scale, work / "tpch")
-    parts = [spark.read.parquet(str(p)) for p in write_partitions(tables, skew, work / "tpch-partitions")]
-    sql = TPCH["Q5"]
+    parts = [spark.read.parquet(str(path)) for path in paths]
+    sql = TPCH[query]
     static = {name: frame for name, frame in tables.items() if name != "lineitem"}
     # the statistics of TPC-H itself, uniform over regions and years; every partition flips the skew
     return Prepared(sql, static, "lineitem", parts, list(range(1, len(parts))),
@@ -166,7 +177,8 @@ def prepare_linear_road(spark, work: Path, config: LinearRoadConfig) -> Prepared
 
 SUMMARIES = {
     **{name: workload.summary for name, workload in WORKLOADS.items()},
-    "tpch": "TPC-H Q5 over partitions of lineitem skewed differently over regions and years (scale 1)",
+    **{name: f"TPC-H {query} over partitions of lineitem skewed differently over regions, years and parts (scale 1)"
+       for name, query in TPCH_WORKLOADS.items()},
     "linear_road": "Linear Road's SegTollS, a windowed self-join of position reports, traffic drifting in phases",
 }
 
@@ -174,8 +186,9 @@ SUMMARIES = {
 def prepare(spark, name: str, batches: int | None, work: Path) -> Prepared:
     if name in WORKLOADS:
         return prepare_drift(spark, WORKLOADS[name], batches, work)
-    if name == "tpch":
-        return prepare_tpch(spark, work, SkewConfig(**({"partitions": batches} if batches else {})))
+    if name in TPCH_WORKLOADS:
+        return prepare_tpch(spark, work, SkewConfig(**({"partitions": batches} if batches else {})),
+                            query=TPCH_WORKLOADS[name])
     return prepare_linear_road(spark, work, LinearRoadConfig(batches=batches or 20, reports_per_batch=50_000,
                                                              seconds_per_batch=1, phases=5))
 
@@ -191,14 +204,14 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
     w = prepare(spark, name, batches, work)
     settings = reopt.OptimizerConfig.setting(pruning, session_weights(spark))
 
-    def runner(optimizer: reopt.Optimizer, adaptive: bool = True) -> AdaptiveRunner:
+    def runner(optimizer: reopt.Optimizer, adaptive: bool = True, sample: int = 0) -> AdaptiveRunner:
         return AdaptiveRunner(optimizer, spark, w.static, w.stream, adaptive=adaptive, window=w.window,
-                              sample_rows=sample_rows if adaptive else 0)
+                              sample_rows=sample)
 
     adaptive = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings))
-    if adaptive.sampler is not None:
-        print(f"sampler: {len(adaptive.sampler.expressions)} joins measured on {sample_rows:,} rows of each batch; "
-              f"key frequencies of the static tables in {adaptive.setup_s:.2f} s", flush=True)
+    sampled = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), sample=sample_rows)
+    print(f"sampler: {len(sampled.sampler.expressions)} joins measured on {sample_rows:,} rows of each batch; "
+          f"key frequencies of the static tables in {sampled.setup_s:.2f} s", flush=True)
     static = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), adaptive=False)
     spark.sql("create database if not exists cbo")
     for table, frame in w.static.items():
@@ -238,6 +251,7 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
     for b, batch in enumerate(w.batches):
         variants = {
             "adaptive": lambda: adaptive.run_batch(batch, b),
+            "sampled": lambda: sampled.run_batch(batch, b),
             "static": lambda: static.run_batch(batch, b),
             "hindsight": lambda: hindsight.run_batch(batch, b),
             "spark_aqe": lambda: timed(lambda: spark_aqe(b)),
@@ -245,25 +259,29 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
         }
         order = rotated(VARIANTS, b)
         out = {variant: variants[variant]() for variant in order}
-        a, s, h = out["adaptive"], out["static"], out["hindsight"]
+        a, p, s, h = out["adaptive"], out["sampled"], out["static"], out["hindsight"]
         aqe_result, aqe_s = out["spark_aqe"]
         analyze_s, (cbo_result, cbo_s) = out["spark_cbo"]
-        assert sorted(a.result) == sorted(s.result) == sorted(h.result) == sorted(aqe_result) == sorted(cbo_result), \
-            f"{name}: the variants disagree on batch {b}"
+        answers = [sorted(rows) for rows in (a.result, p.result, s.result, h.result, aqe_result, cbo_result)]
+        assert all(rows == answers[0] for rows in answers), f"{name}: the variants disagree on batch {b}"
         row = {"workload": name, "batch": b, "adaptive_s": a.batch_s + a.reopt_s, "reopt_s": a.reopt_s,
-               "sample_s": a.sample_s,
+               "sampled_s": p.batch_s + p.reopt_s, "sampled_reopt_s": p.reopt_s, "sample_s": p.sample_s,
                "static_s": s.batch_s, "hindsight_s": h.batch_s, "spark_aqe_s": aqe_s, "spark_cbo_s": cbo_s,
-               "analyze_s": analyze_s, "changed": a.changed, "plan": a.plan, "first": order[0], "why": a.why,
-               "retried": [n for n, r in (("adaptive", a), ("static", s), ("hindsight", h)) if r.retried]}
+               "analyze_s": analyze_s, "changed": a.changed, "plan": a.plan, "sampled_changed": p.changed,
+               "sampled_plan": p.plan, "first": order[0], "why": a.why, "sampled_why": p.why,
+               "retried": [n for n, r in (("adaptive", a), ("sampled", p), ("static", s), ("hindsight", h))
+                           if r.retried]}
         records.append(row)
         print(f"batch {b:>2}: " + "  ".join(f"{v} {row[v + '_s']:.2f}s" for v in VARIANTS)
-              + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''})  {a.plan}", flush=True)
-    summary = summarize(records, w.drifts, adaptive.setup_s)
+              + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''}; sample "
+              f"{p.sample_s * 1e3:.0f} ms{', new plan' if p.changed else ''})  {a.plan}  sampled: {p.plan}", flush=True)
+    summary = summarize(records, w.drifts, sampled.setup_s)
     summary.update(workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order())
     print(json.dumps(summary, indent=1))
     runs = {PLOT_LABELS[v]: [r[f"{v}_s"] for r in records] for v in VARIANTS}
     title = (f"{name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
-             f"{summary['adaptive_vs']['hindsight']:.2f}x the best static plan in hindsight")
+             f"{summary['adaptive_vs']['hindsight']:.2f}x the best static plan in hindsight; "
+             f"sampled {summary['sampled_vs']['spark_aqe']:.2f}x Spark AQE")
     png = draw(runs, PLOT_LABELS["adaptive"], [r["batch"] for r in records if r["changed"]], w.drifts, title,
                results.path(f"{name}.png"))
     print(f"drew {png}")
@@ -271,22 +289,31 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
 
 
 def summarize(records: list[dict], drifts: list[int], setup_s: float = 0.0) -> dict:
-    """Totals and ratios; ``setup_s`` (the sampler's key frequencies) counts in the adaptive total."""
+    """Totals and ratios. ``setup_s``, the sampler's reading of the static tables' key frequencies,
+    is reported beside the totals, not in them: it is done once per stream, like the static tables'
+    statistics every variant starts from (and CBO's analysis of them)."""
     totals = {v: sum(r[f"{v}_s"] for r in records) for v in VARIANTS}
-    totals["adaptive"] += setup_s
     after_drift = set(drifts)
-    slowdowns = [r["adaptive_s"] / r["spark_aqe_s"] for r in records if r["batch"] not in after_drift]
+
+    def worst(variant: str) -> float:
+        return max((r[f"{variant}_s"] / r["spark_aqe_s"] for r in records if r["batch"] not in after_drift),
+                   default=float("nan"))
+
     return {
         "batches": len(records),
         "plan_changes": sum(r["changed"] for r in records),
+        "sampled_plan_changes": sum(r["sampled_changed"] for r in records),
         "total_s": totals,
         "median_s": {v: statistics.median(r[f"{v}_s"] for r in records) for v in VARIANTS},
         "analyze_s": sum(r["analyze_s"] for r in records),
         "setup_s": setup_s,
         "adaptive_vs": {v: totals[v] / totals["adaptive"] for v in VARIANTS if v != "adaptive"},
-        "reopt_share": sum(r["reopt_s"] - r["sample_s"] for r in records) / totals["adaptive"],
-        "sample_share": (sum(r["sample_s"] for r in records) + setup_s) / totals["adaptive"],
-        "worst_batch_vs_spark_aqe": max(slowdowns, default=float("nan")),
+        "sampled_vs": {v: totals[v] / totals["sampled"] for v in VARIANTS if v != "sampled"},
+        "reopt_share": sum(r["reopt_s"] for r in records) / totals["adaptive"],
+        "sampled_reopt_share": sum(r["sampled_reopt_s"] - r["sample_s"] for r in records) / totals["sampled"],
+        "sample_share": sum(r["sample_s"] for r in records) / totals["sampled"],
+        "worst_batch_vs_spark_aqe": worst("adaptive"),
+        "sampled_worst_batch_vs_spark_aqe": worst("sampled"),
         "retried": sum(bool(r["retried"]) for r in records),
     }
 
@@ -300,11 +327,11 @@ def main() -> None:
     parser.add_argument("--pruning", default="goal", choices=list(PRUNING_SETTINGS),
                         help="the optimizer's pruning setting (default goal, as in the demo and the library)")
     parser.add_argument("--sample-rows", type=int, default=DEFAULT_SAMPLE_ROWS,
-                        help="rows of each batch the adaptive run samples before planning it (0: none; default %(default)s)")
+                        help="rows of each batch the sampled run samples before planning it (default %(default)s)")
     Results.option(parser, "bench_spark")
     args = parser.parse_args()
-    if args.sample_rows < 0:
-        parser.error(f"--sample-rows is a number of rows, got {args.sample_rows}")
+    if args.sample_rows < 1:
+        parser.error(f"--sample-rows is a number of rows, at least 1, got {args.sample_rows}")
     results = Results.of(args, "bench_spark")
     work = Path(tempfile.mkdtemp(prefix="reopt-bench-spark-"))
     spark = local_session("reopt-bench-spark", master=args.master,
@@ -314,11 +341,19 @@ def main() -> None:
                 for name in args.workload or SUMMARIES}
     finally:
         spark.stop()
-    ratios = [run["summary"]["adaptive_vs"]["spark_aqe"] for run in runs.values()]
-    overall = {"workloads": list(runs), "geomean_adaptive_vs_spark_aqe": math.exp(statistics.fmean(map(math.log, ratios)))}
-    print("\n" + "  ".join(f"{name}: adaptive {run['summary']['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
-                           f"{run['summary']['adaptive_vs']['hindsight']:.2f}x hindsight" for name, run in runs.items()))
-    print(f"geometric mean of adaptive over Spark AQE: {overall['geomean_adaptive_vs_spark_aqe']:.2f}x")
+    overall = {"workloads": list(runs)}
+    for variant in ("adaptive", "sampled"):
+        ratios = [run["summary"][f"{variant}_vs"]["spark_aqe"] for run in runs.values()]
+        overall[f"geomean_{variant}_vs_spark_aqe"] = math.exp(statistics.fmean(map(math.log, ratios)))
+    print()
+    for name, run in runs.items():
+        summary = run["summary"]
+        print(f"{name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
+              f"{summary['adaptive_vs']['static']:.2f}x its static plan, {summary['adaptive_vs']['hindsight']:.2f}x "
+              f"hindsight; sampled {summary['sampled_vs']['spark_aqe']:.2f}x Spark AQE, "
+              f"{summary['sampled_vs']['static']:.2f}x the static plan")
+    print(f"geometric mean over Spark AQE: adaptive {overall['geomean_adaptive_vs_spark_aqe']:.2f}x, "
+          f"sampled {overall['geomean_sampled_vs_spark_aqe']:.2f}x")
     records = [row for run in runs.values() for row in run["records"]]
     print(f"wrote {results.json({'overall': overall, 'workloads': {n: r['summary'] for n, r in runs.items()}, 'records': records})}, "
           f"{results.csv(records)}")

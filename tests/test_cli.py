@@ -67,7 +67,7 @@ def test_a_missing_query_file_is_refused_naming_the_bundled_queries(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     assert main(["explain", "Q7"]) == 2
     assert capsys.readouterr().err == ("error: no query file Q7: give a file, - to read standard input, or a bundled "
-                                       "query (Q3, Q5, Q10, Q8Join)\n")
+                                       "query (Q3, Q5, Q8, Q9, Q10, Q8Join)\n")
 
 
 def test_unreadable_standard_input_is_an_error_not_a_traceback(capsys):
@@ -162,7 +162,8 @@ def test_engine_demo_refuses_a_graph_without_edges(capsys):
     assert "--edges: expected at least 1, got 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("option, value", [("--batches", "-3"), ("--rows", "0"), ("--keys", "many")])
+@pytest.mark.parametrize("option, value", [("--batches", "-3"), ("--rows", "0"), ("--keys", "many"),
+                                           ("--sample-rows", "-1")])
 def test_the_demo_checks_its_counts_before_spark_starts(capsys, option, value):
     with pytest.raises(SystemExit) as stopped:
         main(["demo", option, value])
@@ -170,12 +171,18 @@ def test_the_demo_checks_its_counts_before_spark_starts(capsys, option, value):
     assert f"argument {option}: expected" in capsys.readouterr().err
 
 
+SAMPLED_DEMO = "snowflake"  # the workload whose demo run also plans each batch from a sample
+
+
 @pytest.mark.parametrize("workload", WORKLOAD_NAMES)
 def test_demo_compares_three_runs_draws_them_and_ends_with_its_summary_line(tmp_path, workload):
     """The main job, small, in its own process (it stops its Spark session when done)."""
+    sampling = ["--sample-rows", "500"] if workload == SAMPLED_DEMO else []
     done = subprocess.run([sys.executable, "-m", "reopt", "demo", "--workload", workload, "--batches", "3",
-                           "--rows", "20000", "--keys", "5000"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                           "--rows", "20000", "--keys", "5000", *sampling],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert ("from a sample of its first 500 rows" in done.stdout) == bool(sampling)
     lines = done.stdout.strip().splitlines()
     assert f"Workload {workload}: " in done.stdout
     assert "results identical batch by batch: yes" in done.stdout

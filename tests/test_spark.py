@@ -63,7 +63,7 @@ def test_build_side_of_hash_joins_is_the_plan_s_right_input(tables, catalog):
     assert hash_joins and all(j.build_right for j in hash_joins)
 
 
-@pytest.mark.parametrize("name", ["Q3", "Q5", "Q10"])
+@pytest.mark.parametrize("name", ["Q3", "Q5", "Q8", "Q9", "Q10"])
 def test_result_equals_running_the_sql_in_spark(spark, tables, catalog, name):
     plan = reopt.Optimizer.from_sql(TPCH[name], catalog, BROADCAST_OFF).optimize()
     ours = [tuple(r) for r in execute(plan, tables).collect()]

@@ -8,7 +8,7 @@ import reopt
 from reopt.optimizer.workloads import TPCH
 from reopt.spark import catalog_from_spark
 from reopt.spark.runner import AdaptiveRunner, run_partitions
-from reopt.spark.skewed_tpch import Q5_REGION, Q5_YEAR, SkewConfig, write_partitions
+from reopt.spark.skewed_tpch import Q5_REGION, Q5_YEAR, Q9_PART, SkewConfig, write_partitions
 
 SKEW = SkewConfig(partitions=4)
 
@@ -34,6 +34,16 @@ def test_even_partitions_favour_q5s_region_and_odd_ones_its_year(partitions, tab
     region_1, year_1 = shares(partitions[1], tables)
     assert region_0 > 0.4 and year_0 < 0.1  # uniform data would give 0.2 and 1/7
     assert year_1 > 0.3 and region_1 < 0.15
+
+
+def green_share(part, tables) -> float:
+    joined = part.join(tables["part"], part.l_partkey == tables["part"].p_partkey)
+    return joined.agg(F.avg(F.col("p_name").like(f"%{Q9_PART}%").cast("double"))).first()[0]
+
+
+def test_partitions_favour_q9s_green_parts_two_in_four(partitions, tables):
+    shares = [green_share(part, tables) for part in partitions]
+    assert min(shares[0], shares[1]) > 0.2 and max(shares[2], shares[3]) < 0.02  # uniform data: about 0.05
 
 
 def test_partitions_are_samples_of_lineitem(partitions, tables):

@@ -5,8 +5,9 @@ would run it).
 One stream (a file source, ``trigger(availableNow=True)``) runs every micro-batch three ways, in an
 order that rotates from batch to batch, since whoever reads a batch first reads it cold. All three
 must return the same results batch by batch. The adaptive run re-optimizes after every batch from
-what Spark observed. Before the first timed batch, the static plan and Spark SQL run once on it,
-untimed, inside the stream, so that no run pays the start-up costs of that path alone.
+what Spark observed, and with ``sample_rows`` plans each batch from a sample of it first. Before
+the first timed batch, the static plan and Spark SQL run once on it, untimed, inside the stream, so
+that no run pays the start-up costs of that path alone.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Comparison:
     static: list[BatchRecord]
     aqe: list[BatchRecord]  # Spark SQL planning each batch itself
     first: list[str]  # per batch, the run that read it first
+    setup_s: float = 0.0  # the adaptive run's sampler reading the static tables' key frequencies, once
 
     @property
     def adaptive_s(self) -> float:
@@ -78,14 +80,14 @@ def rotation(batch: int) -> list[str]:
 def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | None = None,
             on_batch: Callable[[str, BatchRecord], None] | None = None,
             optimizer_config: OptimizerConfig | None = None,
-            on_phase: Callable[[str], None] | None = None) -> Comparison:
+            on_phase: Callable[[str], None] | None = None, sample_rows: int = 0) -> Comparison:
     """Run the drifting stream once, each micro-batch adaptive, static and by Spark SQL, after a
     warm-up batch. ``on_phase`` hears each of ``PHASES`` as it starts, ``on_batch(mode, record)``
     each run of a batch. Without a ``directory`` the data lives in a temporary one that is removed
     afterwards. reopt prices broadcasts with the session's broadcast threshold."""
     if directory is None:
         with tempfile.TemporaryDirectory(prefix="reopt-demo-") as temporary:
-            return compare(spark, config, temporary, on_batch, optimizer_config, on_phase)
+            return compare(spark, config, temporary, on_batch, optimizer_config, on_phase, sample_rows)
     phase = on_phase or (lambda name: None)
     directory = Path(directory)
     base = optimizer_config or OptimizerConfig()
@@ -99,7 +101,7 @@ def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | No
     sql = query_sql(config)
     catalog = catalog_from_spark(spark, {**static_tables, "events": first_batch}, sql=sql)
     runners = {mode: AdaptiveRunner(Optimizer.from_sql(sql, catalog, optimizer_config), spark, static_tables, "events",
-                                    adaptive=mode == "adaptive")
+                                    adaptive=mode == "adaptive", sample_rows=sample_rows if mode == "adaptive" else 0)
                for mode in ("adaptive", "static")}
     aqe_sql = query_sql(config, placeholders=True)
 
@@ -131,4 +133,4 @@ def compare(spark: SparkSession, config: DriftConfig, directory: str | Path | No
     schema = spark.read.parquet(str(paths["events"])).schema
     source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(paths["events"]))
     stream_batches(spark, source, str(directory / "checkpoint"), each)
-    return Comparison(records["adaptive"], records["static"], records["aqe"], first)
+    return Comparison(records["adaptive"], records["static"], records["aqe"], first, runners["adaptive"].setup_s)

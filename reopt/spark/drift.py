@@ -12,6 +12,10 @@ with Zipf-like skew (``u ** zipf`` over the key range). The optimizer's estimate
 (``kept_percent`` everywhere), so only runtime feedback reveals which join to do first. The filtered
 dimensions are small enough (as stored) to broadcast, so every join can be a broadcast hash join in
 one pipeline, and a poor join order costs real time by probing several times more rows.
+
+With ``outriggers`` the schema is a snowflake: the filter sits on an outrigger ``s{i}(k, grp)`` of
+each dimension, reached through ``d{i}.sk = s{i}.k`` (ten dimension keys per outrigger key, with the
+same ``grp``), so the selective part of the stream's joins is two joins away.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class DriftConfig:
     phases: int = 3
     zipf: float = 1.5
     seed: int = 7
+    outriggers: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,12 @@ WORKLOADS = {
         "large dimensions, every join shuffled: the join order decides how many rows each shuffle moves "
         "(broadcasts off, standing for dimensions beyond the broadcast threshold)",
         DriftConfig(rows_per_batch=1_000_000, dimension_keys=200_000),
+        {"spark.sql.autoBroadcastJoinThreshold": "-1"}),
+    "snowflake": Workload(
+        "snowflake",
+        "a snowflake of two large dimensions whose filters sit on outriggers, every join shuffled: the "
+        "branch joined first decides whether the next shuffle moves 8% or 360% of the events",
+        DriftConfig(rows_per_batch=500_000, dimensions=2, dimension_keys=200_000, outriggers=True),
         {"spark.sql.autoBroadcastJoinThreshold": "-1"}),
     "broadcast": Workload(
         "broadcast",
@@ -82,10 +93,12 @@ def query_sql(config: DriftConfig, table_prefix: str = "", placeholders: bool = 
     """The workload's query; ``table_prefix`` names other copies of the tables (aliases stay), and
     ``placeholders`` writes each table as ``{name}``, for ``spark.sql(text, name=frame, ...)``."""
     dims = range(config.dimensions)
-    names = ["events"] + [f"d{i}" for i in dims]
+    filtered = "s" if config.outriggers else "d"
+    names = ["events"] + [f"d{i}" for i in dims] + ([f"s{i}" for i in dims] if config.outriggers else [])
     tables = ", ".join(f"{{{name}}} {name}" if placeholders else f"{table_prefix}{name} {name}" for name in names)
-    joins = " and ".join(f"events.k{i} = d{i}.k" for i in dims)
-    filters = " and ".join(f"d{i}.grp < {config.kept_percent}" for i in dims)
+    joins = " and ".join([f"events.k{i} = d{i}.k" for i in dims]
+                         + ([f"d{i}.sk = s{i}.k" for i in dims] if config.outriggers else []))
+    filters = " and ".join(f"{filtered}{i}.grp < {config.kept_percent}" for i in dims)
     weights = " + ".join(["events.v"] + [f"d{i}.w" for i in dims])
     return f"select count(*) as matches, sum({weights}) as total from {tables} where {joins} and {filters}"
 
@@ -110,20 +123,38 @@ def events_batch(spark: SparkSession, config: DriftConfig, batch: int) -> DataFr
     return frame.withColumn("v", (F.col("event_id") % 97).cast("long"))
 
 
+OUTRIGGER_SPREAD = 10  # dimension keys per outrigger key
+
+
 def dimension(spark: SparkSession, config: DriftConfig, index: int) -> DataFrame:
-    return (spark.range(config.dimension_keys * config.fanout)
-            .withColumn("k", (F.col("id") / config.fanout).cast("long")).drop("id")
-            .withColumn("grp", (F.col("k") % 100).cast("int"))
-            .withColumn("w", (F.col("k") % 13).cast("long"))
+    frame = (spark.range(config.dimension_keys * config.fanout)
+             .withColumn("k", (F.col("id") / config.fanout).cast("long")).drop("id"))
+    if config.outriggers:  # an outrigger key with the same grp: (k // 1000) * 100 + k % 100
+        frame = frame.withColumn("sk", (F.floor(F.col("k") / (100 * OUTRIGGER_SPREAD)) * 100 + F.col("k") % 100)
+                                 .cast("long"))
+    else:
+        frame = frame.withColumn("grp", (F.col("k") % 100).cast("int"))
+    return (frame.withColumn("w", (F.col("k") % 13).cast("long"))
             .withColumn("label", F.concat(F.lit(f"d{index}-"), F.col("k").cast("string"))))
 
 
+def outrigger(spark: SparkSession, config: DriftConfig, index: int) -> DataFrame:
+    """The table a snowflake dimension's ``sk`` refers to, one row per key, filtered on ``grp``."""
+    return (spark.range(-(-config.dimension_keys // OUTRIGGER_SPREAD)).withColumnRenamed("id", "k")
+            .withColumn("grp", (F.col("k") % 100).cast("int"))
+            .withColumn("region", F.concat(F.lit(f"s{index}-"), (F.col("k") % 7).cast("string"))))
+
+
 def write_workload(spark: SparkSession, config: DriftConfig, directory: str | Path) -> dict[str, Path]:
-    """Dimension tables and one parquet file per event batch (``events/batch=NNNN``) under ``directory``."""
+    """Dimension tables (and outriggers) and one parquet file per event batch (``events/batch=NNNN``)
+    under ``directory``."""
     directory = Path(directory)
     paths = {f"d{i}": directory / f"d{i}" for i in range(config.dimensions)}
     for i in range(config.dimensions):
         dimension(spark, config, i).write.mode("overwrite").parquet(str(paths[f"d{i}"]))
+        if config.outriggers:
+            paths[f"s{i}"] = directory / f"s{i}"
+            outrigger(spark, config, i).write.mode("overwrite").parquet(str(paths[f"s{i}"]))
     events = directory / "events"
     for batch in range(config.batches):
         (events_batch(spark, config, batch).coalesce(1).write.mode("overwrite")

@@ -8,6 +8,11 @@ favoured region (year), rank 1 the next one round, and so on. Even partitions fa
 reverse. Which of Q5's two filters, the region's through the suppliers or the year's through the
 orders, is selective therefore flips from partition to partition, and with it the best join order;
 the static tables' statistics, uniform over regions and years, see neither.
+
+The parts flip too, every two partitions: in partitions 0-1, 4-5, ... a row whose part is green (the
+parts TPC-H Q9 keeps) is kept at full weight and any other at ``1 / 2 ** (2 * skew)``, and in the
+others the reverse, so Q9's part filter keeps about a third of some partitions' rows and under one
+percent of others'.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ REGIONS = 5
 YEARS = tuple(range(1992, 1999))
 Q5_REGION = 2  # ASIA, the region TPC-H Q5 (reopt.optimizer.workloads.TPCH["Q5"]) keeps
 Q5_YEAR = 1994
+Q9_PART = "green"  # TPC-H Q9 keeps the parts whose name holds it
 
 
 @dataclass(frozen=True)
@@ -37,23 +43,33 @@ class SkewConfig:
             return Q5_REGION, YEARS[(YEARS.index(Q5_YEAR) + 1 + shift % (len(YEARS) - 1)) % len(YEARS)]
         return (Q5_REGION + 1 + shift % (REGIONS - 1)) % REGIONS, Q5_YEAR
 
+    def favours_green(self, partition: int) -> bool:
+        """Whether partition ``partition`` favours the parts Q9 keeps (two partitions in four)."""
+        return partition // 2 % 2 == 0
+
 
 def _weight(value: F.Column, favoured: int, count: int, skew: float) -> F.Column:
     rank = (value - F.lit(favoured) + F.lit(count)) % F.lit(count)
     return F.lit(1.0) / F.pow(rank + F.lit(1.0), F.lit(skew))
 
 
-def partition(lineitem: DataFrame, supplier: DataFrame, nation: DataFrame, orders: DataFrame,
-              config: SkewConfig, index: int) -> DataFrame:
-    """Partition ``index``: lineitem's rows, each kept with its region's weight times its year's."""
+def partition(tables: dict[str, DataFrame], config: SkewConfig, index: int) -> DataFrame:
+    """Partition ``index``: lineitem's rows, each kept with its region's weight times its year's
+    times its part's (``tables``: TPC-H's tables by name)."""
+    lineitem, supplier, nation, orders = (tables[n] for n in ("lineitem", "supplier", "nation", "orders"))
     region, year = config.favoured(index)
     regions = supplier.join(nation, supplier.s_nationkey == nation.n_nationkey).select(
         F.col("s_suppkey").alias("_suppkey"), F.col("n_regionkey").alias("_region"))
     years = orders.select(F.col("o_orderkey").alias("_orderkey"), F.year("o_orderdate").alias("_year"))
+    green = F.col("p_name").like(f"%{Q9_PART}%")
+    parts = tables["part"].select(F.col("p_partkey").alias("_partkey"),
+                                  (green if config.favours_green(index) else ~green).alias("_favoured"))
     chance = (_weight(F.col("_region"), region, REGIONS, config.skew)
-              * _weight(F.col("_year") - F.lit(YEARS[0]), YEARS.index(year), len(YEARS), config.skew))
+              * _weight(F.col("_year") - F.lit(YEARS[0]), YEARS.index(year), len(YEARS), config.skew)
+              * F.when(F.col("_favoured"), F.lit(1.0)).otherwise(F.lit(1 / 2 ** (2 * config.skew))))
     return (lineitem.join(F.broadcast(regions), lineitem.l_suppkey == F.col("_suppkey"))
             .join(years, lineitem.l_orderkey == F.col("_orderkey"))
+            .join(parts, lineitem.l_partkey == F.col("_partkey"))
             .where(F.rand(config.seed * 1000 + index) < chance)
             .select(*lineitem.columns))
 
@@ -64,7 +80,6 @@ def write_partitions(tables: dict[str, DataFrame], config: SkewConfig, directory
     paths = []
     for index in range(config.partitions):
         path = directory / f"part={index:02d}"
-        partition(tables["lineitem"], tables["supplier"], tables["nation"], tables["orders"], config, index) \
-            .write.mode("overwrite").parquet(str(path))
+        partition(tables, config, index).write.mode("overwrite").parquet(str(path))
         paths.append(path)
     return paths
