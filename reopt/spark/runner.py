@@ -83,7 +83,8 @@ class AdaptiveRunner:
     batch after the data drifts then runs a plan chosen for the new data, and a join the plan does
     not run is measured all the same. It costs one small Spark job per batch, and the static
     tables' key frequencies once (``setup_s``). Joins the sampler cannot measure (with the window,
-    or past its work limit) still learn from execution.
+    or past its work limit) still learn from execution; those observations wait for the next
+    batch's re-optimization, so a state saved in ``state_dir`` does not hold them yet.
 
     ``switch_margin`` is the hysteresis of plan switches: the runner moves to a new best plan only if
     it is estimated at least that share cheaper than the running plan under the same statistics, so
