@@ -29,7 +29,7 @@ adaptive run's ratios to every other variant, the worst batch against Spark AQE 
 batch after a drift, and over the workloads run the geometric mean of adaptive over AQE. Keeps the
 records in ``--out`` (``results.py``) and draws one PNG of batch times per workload.
 
-    .venv/bin/python experiments/bench_spark.py [--workload shuffled] [--batches 12] [--out DIR]
+    .venv/bin/python experiments/bench_spark.py [--workload shuffled] [--batches 12] [--sample-rows 1000] [--out DIR]
 """
 
 from __future__ import annotations

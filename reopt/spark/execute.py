@@ -91,9 +91,8 @@ def filter_condition(query: Query, alias: str) -> Column | None:
 def _renamed_scan(query: Query, tables: Mapping[str, DataFrame]) -> Callable[[str], DataFrame]:
     def scan(alias: str) -> DataFrame:
         frame = renamed_columns(tables[query.table_of(alias)], alias)
-        for f in query.filters_on(alias):
-            frame = frame.where(F.expr(_renamed(f.expression).sql(dialect="spark")))
-        return frame
+        condition = filter_condition(query, alias)
+        return frame if condition is None else frame.where(condition)
     return scan
 
 

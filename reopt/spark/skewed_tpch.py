@@ -33,7 +33,7 @@ Q9_PART = "green"  # TPC-H Q9 keeps the parts whose name holds it
 @dataclass(frozen=True)
 class SkewConfig:
     partitions: int = 10
-    skew: float = 1.5  # Zipf exponent of the weights over regions and years
+    skew: float = 1.5  # Zipf exponent of the weights over regions and years; parts: 1 / 2 ** (2 * skew)
     seed: int = 17
 
     def favoured(self, partition: int) -> tuple[int, int]:
