@@ -6,7 +6,7 @@ use pyo3::types::{PyAny, PyBool, PyFloat, PyInt, PyString, PyTuple};
 
 use smallvec::SmallVec;
 
-use crate::storage::Row;
+use crate::row::Row;
 use crate::value::{Interner, Value};
 
 /// A Python object as a value; the error says what the native backend cannot hold.

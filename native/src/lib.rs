@@ -5,11 +5,23 @@
 //! Every failure comes back as a Python exception with the state rolled back; a panic is caught
 //! inside `Engine::run` and never unwinds into the interpreter.
 
+mod aggregate;
+mod call_memo;
 mod convert;
-mod eval;
+mod counts;
+mod dred;
+mod engine;
+mod exec;
+mod index;
+mod journal;
+mod ordered;
 mod program;
+mod row;
+mod settle;
 mod storage;
+mod stratum;
 mod value;
+mod waits;
 mod words;
 
 use std::sync::Arc;
@@ -23,9 +35,10 @@ use pyo3::PyTraverseError;
 use rustc_hash::FxHashMap;
 
 use convert::row_from_py;
-use eval::{Engine, Failure, Function};
+use engine::{Engine, Failure};
+use exec::Function;
 use program::{read_relation, Compiled, Reader};
-use storage::Row;
+use row::Row;
 use value::Interner;
 
 /// Relation ids by name, as the engine's queued changes name them.
@@ -248,12 +261,12 @@ impl Core {
         };
         if let Some(g) = agg.groups.get(&group) {
             match &g.candidates {
-                storage::Candidates::Ordered(m) => {
+                aggregate::Candidates::Ordered(m) => {
                     for (k, c) in m.iter() {
                         dict.set_item(engine.pystrings.object(py, k.value(), &engine.strings), c)?;
                     }
                 }
-                storage::Candidates::Counted(m) => {
+                aggregate::Candidates::Counted(m) => {
                     for (v, c) in m {
                         dict.set_item(engine.pystrings.object(py, *v, &engine.strings), *c)?;
                     }

@@ -7,8 +7,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyTuple};
 
+use crate::aggregate::AggFunc;
 use crate::convert::value_from_py;
-use crate::storage::AggFunc;
 use crate::value::{Interner, Value};
 
 pub enum Expr {
