@@ -9,7 +9,14 @@ optimizers each run in a fresh process under ``--timeout`` seconds:
 * ``none``: the declarative optimizer with no pruning (initial optimization only);
 * ``topdown``: the Volcano-style baseline, then a full top-down optimization of each changed catalog
   (what incremental re-optimization is measured against);
-* ``bottomup``: the System R-style baseline.
+* ``bottomup``: the System R-style baseline;
+
+and what a user would plan with instead (``external_planners.py``), each planning every query from
+scratch in one process of its own, nothing executed:
+
+* ``duckdb``: DuckDB's ``EXPLAIN`` over the IMDB schema (DPhyp below 12 relations, greedy above);
+* ``spark_cbo``: Spark's cost-based join reordering, the optimized logical plan only (dynamic
+  programming up to 12 relations, none above).
 
 The changes: the selectivity of the query's first join predicate (by text) x8 and x1/8, and the row
 count of its largest table x8. Times are the process's CPU seconds. The default makes and undoes each
@@ -25,7 +32,8 @@ Writes ``job.json``, ``job.csv`` and ``job.png`` (time against relations, log sc
 optimizer; below it, each change's re-optimization against the default's own initial optimization)
 to ``--out`` and prints a summary by size class: re-optimization's time, and its speed against a
 full top-down optimization and against the default optimizer's own initial optimization (above 1x,
-re-optimizing pays; below, optimizing again would have been faster).
+re-optimizing pays; below, optimizing again would have been faster), then, per size class,
+re-optimization after a join's change against DuckDB and Spark planning the query from scratch.
 
     .venv/bin/python experiments/bench_job.py [--only 1a,26a] [--timeout 60] [--jobs 1] [--repeat 3] [--resume]
         [--out experiments/out/job]
@@ -47,6 +55,7 @@ from pathlib import Path
 from results import Results
 
 OPTIMIZERS = ("default", "none", "topdown", "bottomup")
+EXTERNAL = ("duckdb", "spark_cbo")
 CHANGES = ("join x8", "join x1/8", "table x8")
 CLASSES = ((4, 6), (7, 9), (10, 12), (13, 17))
 
@@ -132,6 +141,19 @@ def _measure(query, catalog, optimizer: str, changes, report, repeat: int) -> No
                 current = undo.apply(changed, query)
 
 
+def external_child(planner: str, names: str, repeat: str) -> None:
+    """Plans each query with an external planner; one JSON line when ready, then one per query."""
+    from external_planners import PLANNERS
+    from reopt.optimizer.workloads import job_catalog, job_sql
+
+    instance = PLANNERS[planner](job_catalog())
+    print(json.dumps({"ready": instance.version}), flush=True)
+    for name in names.split(","):
+        sql = job_sql(name)
+        print(json.dumps({"query": name, "optimize_s": instance.seconds(sql, int(repeat)),
+                          "joins": instance.joins(sql)}), flush=True)
+
+
 # -- the driver -----------------------------------------------------------------------------------
 
 def run_one(name: str, optimizer: str, relations: int, timeout: float, memory_gb: float, repeat: int) -> dict:
@@ -163,6 +185,47 @@ def run_one(name: str, optimizer: str, relations: int, timeout: float, memory_gb
     result["initial_ok"] = "optimize_s" in result and result["optimize_s"] <= timeout and not result[
         "status"].startswith(("over memory", "error"))
     return result
+
+
+def run_external(planner: str, names: list[str], relations: dict[str, int], timeout: float,
+                 repeat: int) -> list[dict]:
+    """Runs one child planning every query in ``names``; a query over ``timeout`` seconds (wall) is
+    recorded as a timeout and the child is started again for the rest."""
+    results: list[dict] = []
+    left = list(names)
+    while left:
+        process = subprocess.Popen([sys.executable, __file__, "--external", f"{planner}:{','.join(left)}:{repeat}"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [*map(lines.put, process.stdout), lines.put(None)], daemon=True).start()
+        version = None
+        while left:
+            try:
+                line = lines.get(timeout=timeout if version else max(timeout, 300.0))  # start-up: a JVM
+            except queue.Empty:
+                process.kill()
+                results.append({"query": left.pop(0), "optimizer": planner, "relations": 0,
+                                "status": f"timeout ({timeout:.0f} s)", "initial_ok": False})
+                break
+            if line is None:
+                process.wait()
+                error = (process.stderr.read().strip().splitlines() or [f"exit code {process.returncode}"])[-1]
+                results += [{"query": q, "optimizer": planner, "relations": 0, "status": f"error: {error[:200]}",
+                             "initial_ok": False} for q in left]
+                left = []
+                break
+            record = json.loads(line)
+            if "ready" in record:
+                version = record["ready"]
+                continue
+            left.remove(record["query"])
+            results.append({**record, "optimizer": planner, "status": "ok", "initial_ok": True,
+                            "version": version})
+        process.kill()
+        process.wait()
+    for r in results:
+        r["relations"] = relations[r["query"]]
+    return results
 
 
 def agreement(results: list[dict]) -> tuple[int, int, list[str]]:
@@ -224,7 +287,24 @@ def summary(results: list[dict], optimizers: list[str]) -> list[str]:
         own_cell = "; ".join(f"{statistics.median(v):.2f}x" if v else "-" for v in (own[False], own[True]))
         lines.append(f"| {label} | {len(members)} | " + " | ".join(cells)
                      + f" | {_median(reopt_times)} | {ratio} | {own_cell} | {peak} |")
-    return lines + headline(by, queries, size)
+    return lines + headline(by, queries, size) + against_external(by, queries, size, optimizers)
+
+
+def against_external(by: dict, queries: list[str], size: dict[str, int], optimizers: list[str]) -> list[str]:
+    """Per size class: the default's re-optimization after a join's change against each external
+    planner planning the query from scratch (the medians, and their ratio: above 1x reopt is faster)."""
+    lines = []
+    for planner in (o for o in optimizers if o in EXTERNAL):
+        for low, high in CLASSES:
+            members = [q for q in queries if low <= size[q] <= high]
+            reopt = [by[q, "default"][f"{c}_s"] for q in members for c in ("join x8", "join x1/8")
+                     if f"{c}_s" in by.get((q, "default"), {})]
+            planned = [by[q, planner]["optimize_s"] for q in members if by.get((q, planner), {}).get("initial_ok")]
+            if reopt and planned:
+                ratio = statistics.median(planned) / max(statistics.median(reopt), 1e-9)
+                lines.append(f"{low}-{high} relations: re-opt after a join's change {_median(reopt)} s, "
+                             f"{planner} plans from scratch in {_median(planned)} s: reopt {ratio:.2f}x as fast")
+    return lines
 
 
 def headline(by: dict, queries: list[str], size: dict[str, int]) -> list[str]:
@@ -264,18 +344,18 @@ def plot(results: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax, gain) = plt.subplots(2, 1, figsize=(8, 9), height_ratios=(3, 2))
-    for i, o in enumerate(OPTIMIZERS):
-        ok = [(r["relations"] + (i - 1.5) * 0.08, r["optimize_s"]) for r in results
+    for i, o in enumerate((*OPTIMIZERS, *EXTERNAL)):
+        ok = [(r["relations"] + (i - 2.5) * 0.08, r["optimize_s"]) for r in results
               if r["optimizer"] == o and r["initial_ok"]]
         if ok:
-            ax.scatter(*zip(*ok), s=14, label=f"{o}: optimize", alpha=0.7)
+            ax.scatter(*zip(*ok), s=14, label=f"{o}: {'plan' if o in EXTERNAL else 'optimize'}", alpha=0.7)
     reopt_points = [(r["relations"], r["join x8_s"]) for r in results
                     if r["optimizer"] == "default" and "join x8_s" in r]
     if reopt_points:
         ax.scatter(*zip(*reopt_points), s=14, marker="x", label="default: re-optimize (join x8)")
     ax.set_yscale("log")
     ax.set_xlabel("relations in the query")
-    ax.set_ylabel("CPU seconds (log scale)")
+    ax.set_ylabel("seconds (log scale; Spark's wall clock, the others' CPU)")
     ax.set_title("Join Order Benchmark: optimization time per query (timeouts and refusals not shown)")
     ax.legend(fontsize=8)
     # what re-optimizing saves over the same optimizer optimizing again; below 1x it costs more
@@ -297,7 +377,7 @@ def plot(results: list[dict], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated query names, e.g. 1a,26a")
-    parser.add_argument("--optimizers", default=",".join(OPTIMIZERS))
+    parser.add_argument("--optimizers", default=",".join((*OPTIMIZERS, *EXTERNAL)))
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--memory", type=float, default=4.0, help="GB of peak resident memory allowed")
     parser.add_argument("--jobs", type=int, default=1, help="processes at once (1 keeps CPU times honest)")
@@ -306,11 +386,15 @@ def main() -> None:
     Results.option(parser, "bench_job")
     parser.add_argument("--resume", action="store_true", help="keep the results already in OUT/bench_job.json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--external", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
     if args.child:
         child(*args.child.split(":"))
+        return
+    if args.external:
+        external_child(*args.external.split(":"))
         return
     from reopt.optimizer import parse_sql
     from reopt.optimizer.workloads import JOB_NAMES, job_catalog, job_sql
@@ -320,6 +404,10 @@ def main() -> None:
     if unknown:
         parser.error(f"--only names no JOB query: {', '.join(unknown)}")
     optimizers = args.optimizers.split(",")
+    unknown = sorted(set(optimizers) - {*OPTIMIZERS, *EXTERNAL})
+    if unknown:
+        parser.error(f"--optimizers names no optimizer: {', '.join(unknown)}; they are "
+                     f"{', '.join((*OPTIMIZERS, *EXTERNAL))}")
     catalog = job_catalog()
     relations = {n: len(parse_sql(job_sql(n), catalog).relations) for n in names}
     output = Results.of(args, "bench_job")
@@ -327,7 +415,13 @@ def main() -> None:
     # Results are saved after every task, so an interrupted run resumes where it stopped (--resume).
     results: list[dict] = json.loads(saved.read_text()) if args.resume and saved.exists() else []
     done = {(r["query"], r["optimizer"]) for r in results}
-    tasks = [(n, o) for n in names for o in optimizers if (n, o) not in done]
+    for planner in (o for o in optimizers if o in EXTERNAL):
+        todo = [n for n in names if (n, planner) not in done]
+        if todo:
+            print(f"{planner}: planning {len(todo)} queries from scratch", flush=True)
+            results += run_external(planner, todo, relations, args.timeout, args.repeat)
+            saved.write_text(json.dumps(results, indent=1))
+    tasks = [(n, o) for n in names for o in optimizers if (n, o) not in done and o not in EXTERNAL]
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_one, n, o, relations[n], args.timeout, args.memory, args.repeat) for n, o in tasks]
         for i, future in enumerate(futures, 1):
@@ -339,7 +433,7 @@ def main() -> None:
             print(f"[{i}/{len(tasks)}] {r['query']} {r['optimizer']}: {detail}", flush=True)
     results = [r for r in results if r["query"] in relations and r["optimizer"] in optimizers]
     fields = ["query", "optimizer", "status", "relations", "subsets", "pairs", "optimize_s",
-              *[f"{c}_s" for c in CHANGES], *[f"{c}_first_s" for c in CHANGES], "peak_mb"]
+              *[f"{c}_s" for c in CHANGES], *[f"{c}_first_s" for c in CHANGES], "peak_mb", "joins"]
     output.csv(results, fields)
     plot(results, output.png())
     print("\n".join(summary(results, optimizers)))
