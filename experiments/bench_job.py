@@ -150,8 +150,11 @@ def external_child(planner: str, names: str, repeat: str) -> None:
     print(json.dumps({"ready": instance.version}), flush=True)
     for name in names.split(","):
         sql = job_sql(name)
-        print(json.dumps({"query": name, "optimize_s": instance.seconds(sql, int(repeat)),
-                          "joins": instance.joins(sql)}), flush=True)
+        try:
+            record = {"query": name, "optimize_s": instance.seconds(sql, int(repeat)), "joins": instance.joins(sql)}
+        except Exception as exc:  # the planner refused the query: recorded, and the others go on
+            record = {"query": name, "error": " ".join(str(exc).split())[:200]}
+        print(json.dumps(record), flush=True)
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -219,8 +222,12 @@ def run_external(planner: str, names: list[str], relations: dict[str, int], time
                 version = record["ready"]
                 continue
             left.remove(record["query"])
-            results.append({**record, "optimizer": planner, "status": "ok", "initial_ok": True,
-                            "version": version})
+            if "error" in record:
+                results.append({"query": record["query"], "optimizer": planner, "status": f"error: {record['error']}",
+                                "initial_ok": False})
+            else:
+                results.append({**record, "optimizer": planner, "status": "ok", "initial_ok": True,
+                                "version": version})
         process.kill()
         process.wait()
     for r in results:
