@@ -7,7 +7,7 @@ use rustc_hash::FxHashMap;
 
 use crate::engine::{Engine, Failure};
 use crate::journal::{Journal, Undo};
-use crate::row::{Row, RowMap, RowRef};
+use crate::row::{Row, RowMap};
 use crate::value::{fsum, Interner, Ordered, Value, ValueError};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -153,7 +153,7 @@ impl Aggregate {
         Row::new(&values)
     }
 
-    pub fn split(&self, row: &RowRef) -> (Row, Value) {
+    pub fn split(&self, row: &Row) -> (Row, Value) {
         let mut group = row.values();
         let value = group.remove(self.position);
         (Row::new(&group), value)
@@ -271,7 +271,7 @@ impl Engine {
         let row = agg.row(group, value);
         let old = agg.group_mut(group).current.replace(value);
         journal.record(|| Undo::Current(rel as u32, group.clone(), old));
-        self.relations[rel].add(&row);
+        self.relations[rel].add(row.clone());
         journal.record(|| Undo::Shown(rel as u32, row));
     }
 

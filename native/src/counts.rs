@@ -11,17 +11,17 @@ impl Engine {
     pub fn count(&self, rel: usize, row: &Row) -> i64 {
         match self.counts[rel].get(row) {
             Some(&count) => count,
-            None if self.counted_once[rel] && self.relations[rel].contains(row) => 1,
+            None if self.counted_once[rel] && self.relations[rel].rows.contains(row) => 1,
             None => 0,
         }
     }
 
     /// Every row with a positive count, with its count.
-    pub fn each_count(&self, rel: usize) -> Vec<(Row, i64)> {
+    pub fn each_count(&self, rel: usize) -> Box<dyn Iterator<Item = (&Row, i64)> + '_> {
         if self.counted_once[rel] {
-            self.relations[rel].to_rows().into_iter().map(|row| (row.clone(), self.count(rel, &row))).collect()
+            Box::new(self.relations[rel].rows.iter().map(move |row| (row, self.count(rel, row))))
         } else {
-            self.counts[rel].iter().map(|(row, &count)| (row.clone(), count)).collect()
+            Box::new(self.counts[rel].iter().map(|(row, &count)| (row, count)))
         }
     }
 
@@ -31,7 +31,7 @@ impl Engine {
     pub(crate) fn add_count(&mut self, rel: usize, row: &Row, delta: i64, journal: &mut Journal) -> Option<i64> {
         if self.counted_once[rel] {
             let stored = self.counts[rel].get(row).copied();
-            let old = stored.unwrap_or_else(|| i64::from(self.relations[rel].contains(row)));
+            let old = stored.unwrap_or_else(|| i64::from(self.relations[rel].rows.contains(row)));
             let count = old + delta;
             if count < 0 {
                 return None;

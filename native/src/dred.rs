@@ -61,7 +61,7 @@ pub(crate) fn overdelete(
                 let count = e.count(rel, &row) + delta;
                 e.set_count(rel, row.clone(), count, journal);
                 let gone = overdeleted.entry(rel).or_default();
-                if delta < 0 && e.relations[rel].contains(&row) && !gone.contains(&row) {
+                if delta < 0 && e.relations[rel].rows.contains(&row) && !gone.contains(&row) {
                     gone.insert(row.clone());
                     minus.insert(row);
                 }

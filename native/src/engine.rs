@@ -12,20 +12,26 @@ use crate::aggregate::Aggregate;
 use crate::call_memo::CallMemo;
 use crate::convert::{repr_row, PyStrings};
 use crate::exec::Function;
+use crate::index::Bucket;
 use crate::journal::{Journal, Undo};
 use crate::ordered::Held;
 use crate::program::{RelationInfo, Stratum};
-use crate::row::{Key, Row, RowMap, RowRef, RowSet};
+use crate::row::{Key, Row, RowMap, RowSet};
 use crate::storage::{Relation, SharedRows};
 use crate::stratum::StratumRun;
 use crate::value::{compare, Interner, Value};
 use crate::waits::Waiting;
 
 pub const INSERTED: usize = 0;
+
 pub const DELETED: usize = 1;
+
 pub const UPDATED: usize = 2;
+
 pub const FIRED: usize = 3;
+
 pub const TOUCHED: usize = 4;
+
 pub type Counters = [u64; 5];
 
 /// Rows that became visible (plus) or invisible (minus) in one step.
@@ -168,10 +174,10 @@ impl Engine {
     // -- reading ---------------------------------------------------------------------------------
 
     pub fn state_size(&self) -> u64 {
-        let mut size: u64 = self.relations.iter().map(|r| (r.len() * r.arity.max(1)) as u64).sum();
+        let mut size: u64 = self.relations.iter().map(|r| (r.rows.len() * r.arity.max(1)) as u64).sum();
         for (rel, counts) in self.counts.iter().enumerate() {
             if self.counted_once[rel] {
-                size += 2 * self.relations[rel].len() as u64;
+                size += 2 * self.relations[rel].rows.len() as u64;
             } else if self.aggregates[rel].is_none() {
                 size += 2 * counts.len() as u64;
             }
@@ -214,7 +220,6 @@ impl Engine {
         let outcome = catch_unwind(AssertUnwindSafe(|| self.passes(py, pending, seeding, keep_changes, &mut journal)));
         let failure = match outcome {
             Ok(Ok(changes)) => {
-                self.purge();
                 std::mem::swap(&mut self.last_touched, &mut self.touched);
                 for (rel, counters) in self.stats_now.iter().enumerate() {
                     self.stats_last[rel] = *counters;
@@ -247,7 +252,6 @@ impl Engine {
         } else {
             self.clear();
         }
-        self.purge();
         self.held = held_before;
         Err(failure)
     }
@@ -311,8 +315,7 @@ impl Engine {
                         repr_row(&key, &self.strings)
                     )));
                 }
-                let stored: Vec<Row> =
-                    self.relations[memo].visible_under(index, &key).into_iter().map(RowRef::to_row).collect();
+                let stored = self.relations[memo].get(index, &key).map(Bucket::rows).unwrap_or_default();
                 if stored.contains(row) {
                     continue;
                 }
@@ -349,7 +352,7 @@ impl Engine {
                 let old = self.count(rel, &row);
                 self.set_count(rel, row.clone(), old + delta, journal);
                 if old <= 0 && 0 < old + delta {
-                    self.relations[rel].add(&row);
+                    self.relations[rel].add(row.clone());
                     journal.record(|| Undo::Shown(rel as u32, row.clone()));
                     Arc::make_mut(&mut change.plus).insert(row);
                 } else if old + delta <= 0 && 0 < old {
@@ -372,7 +375,7 @@ impl Engine {
             if !has_incoming && !seed && !goal_moved {
                 continue;
             }
-            let mut run = StratumRun::new(self, s, keep_changes);
+            let mut run = StratumRun::new(self, s);
             if stratum.dred {
                 let incoming: Changes =
                     stratum.inputs.iter().filter_map(|r| changes.get(r).map(|c| (*r, c.clone()))).collect();

@@ -13,8 +13,9 @@ use crate::aggregate::Candidates;
 use crate::call_memo::{call_key, CallMemo, CallRows};
 use crate::convert::{repr_row, PyStrings};
 use crate::engine::{Failure, Out};
+use crate::index::Index;
 use crate::program::{Cmp, Expr, Pattern, Plan, Step};
-use crate::row::{Key, Row, RowOf, RowRef, RowSet, Values};
+use crate::row::{Key, Row, RowOf, RowSet, Values};
 use crate::storage::Relation;
 use crate::value::{arithmetic, compare, negate, Interner, Ordered, Value, ValueError};
 use crate::waits::{UntilRead, WaitChanges};
@@ -46,13 +47,13 @@ pub(crate) fn rule_failure(rule: usize, err: ExecError) -> Failure {
 }
 
 /// A relation as one plan step reads it: new contents, or old ones (its rows minus those entering
-/// this round plus those leaving it), minus DRed's hidden rows. The rows leaving are still stored
-/// (`storage::Relation` keeps them until the run ends), so lookups find them in the same index.
+/// this round plus those leaving it), minus DRed's hidden rows.
 pub(crate) struct View<'a> {
     pub(crate) rel: &'a Relation,
     pub(crate) hidden: Option<&'a RowSet>,
     pub(crate) entering: Option<&'a RowSet>,
     pub(crate) leaving: Option<&'a RowSet>,
+    pub(crate) leaving_index: Option<&'a Index>,
 }
 
 impl View<'_> {
@@ -62,18 +63,7 @@ impl View<'_> {
     }
 
     pub(crate) fn has(&self, row: &RowOf) -> bool {
-        (self.rel.contains(row) && !self.excluded(row)) || self.leaving.is_some_and(|s| s.contains(row))
-    }
-
-    /// Whether a stored row is in this view: a visible one unless left out, one that is no longer
-    /// visible only if it is leaving this round.
-    #[inline]
-    pub(crate) fn sees(&self, row: &RowRef, visible: bool) -> bool {
-        if visible {
-            !self.excluded(row)
-        } else {
-            self.leaving.is_some_and(|s| s.contains(row))
-        }
+        (self.rel.rows.contains(row) && !self.excluded(row)) || self.leaving.is_some_and(|s| s.contains(row))
     }
 }
 
@@ -218,22 +208,28 @@ impl Exec<'_, '_> {
                 let mut wanted = Key::new();
                 self.values(key, st, &mut wanted)?;
                 let v = &self.views[*view];
-                if let Some(ids) = v.rel.bucket(*index, &wanted) {
-                    ids.try_for_each(|id| {
-                        let (row, visible) = v.rel.stored(id);
-                        if v.sees(&row, visible) {
-                            self.matched(pattern, &row, i, sign, st)
-                        } else {
-                            Ok(())
+                if let Some(bucket) = v.rel.get(*index, &wanted) {
+                    bucket.try_for_each(|row| {
+                        if v.excluded(row) {
+                            return Ok(());
                         }
+                        self.matched(pattern, &row.packed(), i, sign, st)
                     })?;
+                }
+                if let Some(bucket) = v.leaving_index.and_then(|index| index.get(&wanted)) {
+                    bucket.try_for_each(|row| self.matched(pattern, &row.packed(), i, sign, st))?;
                 }
             }
             Step::Scan { view, pattern } => {
                 let v = &self.views[*view];
-                for (row, visible) in v.rel.stored_rows() {
-                    if v.sees(&row, visible) {
-                        self.matched(pattern, &row, i, sign, st)?;
+                for row in v.rel.rows.iter() {
+                    if !v.excluded(row) {
+                        self.matched(pattern, &row.packed(), i, sign, st)?;
+                    }
+                }
+                if let Some(rows) = v.leaving {
+                    for row in rows {
+                        self.matched(pattern, &row.packed(), i, sign, st)?;
                     }
                 }
             }

@@ -3,6 +3,7 @@
 use crate::aggregate::{Candidates, CountMap};
 use crate::engine::Engine;
 use crate::row::Row;
+use crate::storage::SharedRows;
 use crate::value::{Ordered, Value};
 use crate::waits::forget;
 
@@ -78,21 +79,17 @@ impl Engine {
     /// Whether nothing is stored (before the first successful run): then a failed run is undone by
     /// clearing, and needs no journal.
     pub(crate) fn is_empty(&self) -> bool {
-        self.relations.iter().all(|r| r.is_empty())
+        self.relations.iter().all(|r| r.rows.is_empty())
             && self.counts.iter().all(|c| c.is_empty())
             && self.aggregates.iter().flatten().all(|a| a.groups.is_empty())
     }
 
-    /// Forget the rows that left the relations during a run, once nothing reads them.
-    pub(crate) fn purge(&mut self) {
-        for relation in &mut self.relations {
-            relation.purge();
-        }
-    }
-
     pub(crate) fn clear(&mut self) {
         for relation in &mut self.relations {
-            relation.clear();
+            relation.rows = SharedRows::default();
+            for index in &mut relation.indexes {
+                index.clear();
+            }
         }
         for counts in &mut self.counts {
             counts.clear();
@@ -107,7 +104,7 @@ impl Engine {
         for undo in journal.into_iter().rev().flat_map(|chunk| chunk.into_iter().rev()) {
             match undo {
                 Undo::Shown(rel, row) => self.relations[rel as usize].remove(&row),
-                Undo::Hidden(rel, row) => self.relations[rel as usize].add(&row),
+                Undo::Hidden(rel, row) => self.relations[rel as usize].add(row),
                 Undo::Count(rel, row, old) => self.counts[rel as usize].set_count(row, old),
                 Undo::Candidate(rel, group, value, old) => {
                     let agg = self.aggregates[rel as usize].as_mut().expect("aggregate");

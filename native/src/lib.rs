@@ -191,7 +191,7 @@ impl Core {
     }
 
     fn rows<'py>(&mut self, py: Python<'py>, rel: usize) -> PyResult<Bound<'py, PySet>> {
-        let rows = self.engine.relations[rel].to_rows();
+        let rows = self.engine.relations[rel].rows.iter().cloned().collect();
         self.rows_to_set(py, rows)
     }
 
@@ -199,7 +199,7 @@ impl Core {
         let touched = &self.engine.last_touched[rel];
         let mut rows = touched.rows.clone();
         if touched.every_visible {
-            rows.extend(self.engine.relations[rel].to_rows());
+            rows.extend(self.engine.relations[rel].rows.iter().cloned());
         }
         self.rows_to_set(py, rows)
     }
@@ -212,7 +212,9 @@ impl Core {
         key: &Bound<'_, PyAny>,
     ) -> PyResult<Bound<'py, PySet>> {
         let key = self.row(key)?;
-        let rows = self.engine.relations[rel].lookup(&positions, &key.values());
+        let relation = &mut self.engine.relations[rel];
+        let index = relation.ensure_index(&positions);
+        let rows = relation.get(index, &key.values()).map(|b| b.rows()).unwrap_or_default();
         self.rows_to_set(py, rows)
     }
 
@@ -235,7 +237,8 @@ impl Core {
                 }
             }
             None => {
-                let counted: Vec<(Row, i64)> = engine.each_count(rel);
+                let counted: Vec<(Row, i64)> =
+                    engine.each_count(rel).map(|(row, count)| (row.clone(), count)).collect();
                 for (row, count) in counted {
                     dict.set_item(engine.pystrings.row(py, &row.values(), &engine.strings)?, count)?;
                 }

@@ -133,11 +133,16 @@ impl Held {
         let relation = &e.relations[h];
         let last = relation.arity - 1;
         let mut least: Option<Ordered> = None;
-        for row in relation.visible_under(index, &group.values()) {
-            let v = Ordered::new(row.get(last), &e.strings);
-            if least.as_ref().is_none_or(|l| v < *l) {
-                least = Some(v);
-            }
+        if let Some(bucket) = relation.get(index, &group.values()) {
+            bucket
+                .try_for_each(|row| {
+                    let v = Ordered::new(row.get(last), &e.strings);
+                    if least.as_ref().is_none_or(|l| v < *l) {
+                        least = Some(v);
+                    }
+                    Ok::<(), ()>(())
+                })
+                .ok();
         }
         let offset = least.map_or(Value::Int(0), |l| l.value());
         match add_numbers(value, offset) {
@@ -293,11 +298,11 @@ impl Held {
             return Ok(None);
         };
         let mut bound: Option<Ordered> = None;
-        for group in e.relations[goal].to_rows() {
-            let Some(value) = e.current(rel, &group) else {
+        for group in e.relations[goal].rows.iter() {
+            let Some(value) = e.current(rel, group) else {
                 return Ok(None);
             };
-            let key = Ordered::new(self.key(e, rel, &group, value)?, &e.strings);
+            let key = Ordered::new(self.key(e, rel, group, value)?, &e.strings);
             if bound.as_ref().is_none_or(|b| key > *b) {
                 bound = Some(key);
             }

@@ -45,40 +45,52 @@ impl Row {
         Row(Words::new(hash, &words))
     }
 
+    /// The number of values.
+    pub fn arity(&self) -> usize {
+        arity_of(self.0.words().len())
+    }
+
     /// The value at `i`.
     #[inline]
     pub fn get(&self, i: usize) -> Value {
-        self.as_ref().get(i)
+        let words = self.0.words();
+        // rows of up to 32 values (all but the widest) keep their kinds in their last word
+        let kinds = if words.len() <= KINDS_PER_WORD + 1 {
+            words[words.len() - 1]
+        } else {
+            words[arity_of(words.len()) + i / KINDS_PER_WORD]
+        };
+        unpack(words, kinds, i)
     }
 
-    /// The row read in place, for reading many of its values.
+    /// The words read in place, for reading many of its values: `get` finds the kinds word again
+    /// for each one.
     #[inline]
-    pub fn as_ref(&self) -> RowRef<'_> {
-        RowRef::new(self.0.tag(), self.0.words())
+    pub fn packed(&self) -> Packed<'_> {
+        let words = self.0.words();
+        Packed { words, arity: arity_of(words.len()) }
     }
 
     /// The values, unpacked on the stack.
     pub fn values(&self) -> Key {
-        self.as_ref().values()
-    }
-
-    /// The row's packed words (see `Row`), as a relation stores them.
-    #[inline]
-    pub fn words(&self) -> &[u64] {
-        self.0.words()
-    }
-
-    /// The row's hash, computed once when it was made.
-    #[inline]
-    pub fn hash_code(&self) -> u64 {
-        self.0.tag()
+        (0..self.arity()).map(|i| self.get(i)).collect()
     }
 }
 
 impl PartialEq for Row {
     #[inline]
     fn eq(&self, other: &Row) -> bool {
-        self.0.same(&other.0) || self.as_ref().same_row(&other.as_ref())
+        if self.0.same(&other.0) {
+            return true;
+        }
+        if self.0.tag() != other.0.tag() {
+            return false;
+        }
+        let (a, b) = (self.0.words(), other.0.words());
+        // the same words are the same values (rows are a few words: a loop, not a memcmp call);
+        // other words may still be values Python deems equal (1, 1.0 and True; 0.0 and -0.0)
+        (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y))
+            || (self.arity() == other.arity() && (0..self.arity()).all(|i| self.get(i) == other.get(i)))
     }
 }
 
@@ -131,16 +143,8 @@ impl Hash for RowOf<'_> {
 impl Equivalent<Row> for RowOf<'_> {
     #[inline]
     fn equivalent(&self, row: &Row) -> bool {
-        self.matches(&row.as_ref())
-    }
-}
-
-impl RowOf<'_> {
-    /// Whether the stored row `row` holds these values (as Python compares them).
-    #[inline]
-    pub fn matches(&self, row: &RowRef) -> bool {
-        row.hash == self.hash
-            && row.arity == self.values.len()
+        row.0.tag() == self.hash
+            && row.arity() == self.values.len()
             && self.values.iter().enumerate().all(|(i, v)| row.get(i) == *v)
     }
 }
@@ -163,110 +167,16 @@ impl Values for Row {
     }
 }
 
-/// A row read in place: its hash and packed words, in a `Row`'s allocation or in a relation's
-/// storage, where rows lie end to end (`storage::Relation`).
-#[derive(Clone, Copy)]
-pub struct RowRef<'a> {
-    pub(crate) hash: u64,
+/// A row's words with its arity (`Row::packed`).
+pub struct Packed<'a> {
     pub(crate) words: &'a [u64],
     pub(crate) arity: usize,
 }
 
-impl<'a> RowRef<'a> {
-    #[inline]
-    pub fn new(hash: u64, words: &'a [u64]) -> Self {
-        RowRef { hash, words, arity: arity_of(words.len()) }
-    }
-
-    /// The value at `i`.
-    #[inline]
-    pub fn get(&self, i: usize) -> Value {
-        unpack(self.words, self.words[self.arity + i / KINDS_PER_WORD], i)
-    }
-
-    /// The values, unpacked on the stack.
-    pub fn values(&self) -> Key {
-        (0..self.arity).map(|i| self.get(i)).collect()
-    }
-
-    /// A shared row of these values, for the sets and maps that outlive the storage's borrow.
-    pub fn to_row(self) -> Row {
-        Row(Words::new(self.hash, self.words))
-    }
-
-    /// Whether both hold the same values, as Python compares them.
-    #[inline]
-    pub fn same_row(&self, other: &RowRef) -> bool {
-        if self.hash != other.hash {
-            return false;
-        }
-        let (a, b) = (self.words, other.words);
-        // the same words are the same values (rows are a few words: a loop, not a memcmp call);
-        // other words may still be values Python deems equal (1, 1.0 and True; 0.0 and -0.0)
-        (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y))
-            || (self.arity == other.arity && (0..self.arity).all(|i| self.get(i) == other.get(i)))
-    }
-}
-
-impl Values for RowRef<'_> {
+impl Values for Packed<'_> {
     #[inline]
     fn at(&self, i: usize) -> Value {
-        self.get(i)
-    }
-}
-
-impl Hash for RowRef<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
-impl Equivalent<Row> for RowRef<'_> {
-    #[inline]
-    fn equivalent(&self, row: &Row) -> bool {
-        self.same_row(&row.as_ref())
-    }
-}
-
-/// A row looked up in a relation's storage: a stored row, or values standing for one.
-pub trait Probe {
-    fn probe_hash(&self) -> u64;
-    fn matches_stored(&self, stored: &RowRef) -> bool;
-}
-
-impl Probe for Row {
-    #[inline]
-    fn probe_hash(&self) -> u64 {
-        self.hash_code()
-    }
-
-    #[inline]
-    fn matches_stored(&self, stored: &RowRef) -> bool {
-        self.as_ref().same_row(stored)
-    }
-}
-
-impl Probe for RowRef<'_> {
-    #[inline]
-    fn probe_hash(&self) -> u64 {
-        self.hash
-    }
-
-    #[inline]
-    fn matches_stored(&self, stored: &RowRef) -> bool {
-        self.same_row(stored)
-    }
-}
-
-impl Probe for RowOf<'_> {
-    #[inline]
-    fn probe_hash(&self) -> u64 {
-        self.hash
-    }
-
-    #[inline]
-    fn matches_stored(&self, stored: &RowRef) -> bool {
-        self.matches(stored)
+        unpack(self.words, self.words[self.arity + i / KINDS_PER_WORD], i)
     }
 }
 
@@ -325,7 +235,7 @@ mod tests {
     fn a_packed_row_gives_back_every_value_with_its_kind() {
         let values = [Value::Int(-7), Value::Float(-0.5), Value::Bool(true), Value::Str(3), Value::Int(i64::MIN)];
         let row = Row::new(&values);
-        assert_eq!(row.as_ref().arity, values.len());
+        assert_eq!(row.arity(), values.len());
         for (i, value) in values.iter().enumerate() {
             let back = row.get(i);
             assert_eq!(back.type_name(), value.type_name());
@@ -339,7 +249,7 @@ mod tests {
             let values: Vec<Value> =
                 (0..n).map(|i| if i % 3 == 0 { Value::Float(i as f64 + 0.5) } else { Value::Str(i as u32) }).collect();
             let row = Row::new(&values);
-            assert_eq!(row.as_ref().arity, n);
+            assert_eq!(row.arity(), n);
             assert!((0..n).all(|i| row.get(i).type_name() == values[i].type_name() && row.get(i) == values[i]));
         }
     }

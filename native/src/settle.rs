@@ -164,7 +164,7 @@ fn settle_counts(
             )));
         };
         let count = old + delta;
-        let visible = e.relations[rel].contains(&row);
+        let visible = e.relations[rel].rows.contains(&row);
         if count != 0 && !visible {
             Arc::make_mut(&mut change.plus).insert(row);
         } else if count == 0 && visible {

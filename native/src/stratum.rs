@@ -8,6 +8,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::engine::{Change, Changes, Engine, Failure, Outputs, DELETED, FIRED, INSERTED, TOUCHED};
 use crate::exec::{rule_failure, Exec, ExecError, ExecState, View};
+use crate::index::Index;
 use crate::journal::{Journal, Undo};
 use crate::ordered::Held;
 use crate::program::{Plan, Step};
@@ -23,9 +24,7 @@ pub(crate) enum Seen {
     /// The relation held nothing before the run, so every row it touched was shown at some point:
     /// the touched rows are those visible at the end and those hidden on the way, and only the latter
     /// are kept. An initial optimization shows millions of rows, which a map of originals would copy.
-    /// Where the strata above read the relation's change, `shown` keeps the rows visible now, as
-    /// the rows the rounds made (a relation stores its rows apart).
-    FromEmpty { shown: Option<SharedRows>, hidden: RowSet },
+    FromEmpty(RowSet),
 }
 
 /// The evaluation of one stratum for one batch of incoming changes.
@@ -49,22 +48,15 @@ pub(crate) struct StratumRun {
 }
 
 impl StratumRun {
-    /// `keep_all`: the caller wants every relation's net change, not only those read later.
-    pub(crate) fn new(e: &Engine, stratum: usize, keep_all: bool) -> Self {
+    pub(crate) fn new(e: &Engine, stratum: usize) -> Self {
         let seen = e.strata[stratum]
             .relations
             .iter()
             .map(|&r| {
-                let empty = e.relations[r].is_empty()
+                let empty = e.relations[r].rows.is_empty()
                     && e.counts[r].is_empty()
                     && e.aggregates[r].as_ref().is_none_or(|a| a.groups.is_empty());
-                let seen = if empty {
-                    let shown = (keep_all || e.read_later[r]).then(SharedRows::default);
-                    Seen::FromEmpty { shown, hidden: RowSet::default() }
-                } else {
-                    Seen::Original(FxHashMap::default())
-                };
-                (r, seen)
+                (r, if empty { Seen::FromEmpty(RowSet::default()) } else { Seen::Original(FxHashMap::default()) })
             })
             .collect();
         let mut waited: Vec<usize> =
@@ -191,6 +183,7 @@ impl StratumRun {
         }
         let Engine { relations, strata, functions, strings, pystrings, calls, stats_now, aggregates, waiting, .. } = e;
         let stratum = &strata[self.stratum];
+        let mut show_indexes: FxHashMap<(usize, usize), Index> = FxHashMap::default();
         for rule in &stratum.rules {
             for plan in &rule.plans {
                 let delta_rel = plan.delta.expect("delta plan");
@@ -202,19 +195,36 @@ impl StratumRun {
                 }
                 for step in &plan.steps {
                     if let Step::Lookup { view, index, .. } = step {
-                        relations[plan.views[*view].0].prepare(*index);
+                        let (rel, old) = plan.views[*view];
+                        relations[rel].prepare(*index);
+                        if let (true, Some(c)) = (old, changes.get(&rel)) {
+                            if !c.minus.is_empty() {
+                                let positions = &relations[rel].indexes[*index].positions;
+                                show_indexes.entry((rel, *index)).or_insert_with(|| {
+                                    let mut leaving = Index::new(positions.clone());
+                                    leaving.build(&c.minus);
+                                    leaving
+                                });
+                            }
+                        }
                     }
                 }
                 let views: Vec<View> = plan
                     .views
                     .iter()
-                    .map(|&(rel, old)| {
+                    .enumerate()
+                    .map(|(i, &(rel, old))| {
                         let change = if old { changes.get(&rel) } else { None };
+                        let show_index = plan.steps.iter().find_map(|s| match s {
+                            Step::Lookup { view, index, .. } if old && *view == i => show_indexes.get(&(rel, *index)),
+                            _ => None,
+                        });
                         View {
                             rel: &relations[rel],
                             hidden: hidden.get(&rel).map(|rows| &**rows),
                             entering: change.map(|c| &*c.plus),
                             leaving: change.map(|c| &c.minus),
+                            leaving_index: show_index,
                         }
                     })
                     .collect();
@@ -230,7 +240,7 @@ impl StratumRun {
                     for (rows, sign) in [(&*change.plus, 1i64), (&change.minus, -1i64)] {
                         let sign = if *negated { -sign } else { sign };
                         for row in rows {
-                            if exec.bind(pattern, &row.as_ref(), &mut state)? {
+                            if exec.bind(pattern, &row.packed(), &mut state)? {
                                 exec.step(1, sign, &mut state)?;
                             }
                         }
@@ -273,15 +283,12 @@ impl StratumRun {
                     Seen::Original(original) => {
                         original.entry(row.clone()).or_insert(true);
                     }
-                    Seen::FromEmpty { shown, hidden } => {
-                        if let Some(shown) = shown {
-                            Arc::make_mut(shown).remove(row);
-                        }
+                    Seen::FromEmpty(hidden) => {
                         hidden.insert(row.clone());
                     }
                 }
                 if is_aggregate {
-                    let (group, _) = e.aggregates[rel].as_ref().expect("aggregate").split(&row.as_ref());
+                    let (group, _) = e.aggregates[rel].as_ref().expect("aggregate").split(row);
                     e.hide_value(rel, &group, journal);
                 } else {
                     e.relations[rel].remove(row);
@@ -289,20 +296,14 @@ impl StratumRun {
                 }
             }
             for row in change.plus.iter() {
-                match seen {
-                    Seen::Original(original) => {
-                        original.entry(row.clone()).or_insert(false);
-                    }
-                    Seen::FromEmpty { shown: Some(shown), .. } => {
-                        Arc::make_mut(shown).insert(row.clone());
-                    }
-                    Seen::FromEmpty { shown: None, .. } => {}
+                if let Seen::Original(original) = seen {
+                    original.entry(row.clone()).or_insert(false);
                 }
                 if is_aggregate {
-                    let (group, value) = e.aggregates[rel].as_ref().expect("aggregate").split(&row.as_ref());
+                    let (group, value) = e.aggregates[rel].as_ref().expect("aggregate").split(row);
                     e.show_value(rel, &group, value, journal);
                 } else {
-                    e.relations[rel].add(row);
+                    e.relations[rel].add(row.clone());
                     journal.record(|| Undo::Shown(rel as u32, row.clone()));
                 }
             }
@@ -317,14 +318,14 @@ impl StratumRun {
             let keep = keep_all || e.read_later[rel];
             let mut change = Change::default();
             let touched = &mut e.touched[rel];
-            let relation = &e.relations[rel];
+            let rows = &e.relations[rel].rows;
             let listed = touched.rows.len();
-            let from_empty = matches!(seen, Seen::FromEmpty { .. });
+            let from_empty = matches!(seen, Seen::FromEmpty(_));
             match seen {
                 Seen::Original(original) => {
                     for (row, was) in &original {
                         if keep {
-                            let now = relation.contains(row);
+                            let now = rows.contains(row);
                             if !was && now {
                                 Arc::make_mut(&mut change.plus).insert(row.clone());
                             } else if *was && !now {
@@ -334,24 +335,20 @@ impl StratumRun {
                     }
                     touched.rows.extend(original.into_keys());
                 }
-                Seen::FromEmpty { shown, hidden } => {
+                Seen::FromEmpty(hidden) => {
                     if keep {
-                        change.plus = shown.unwrap_or_default();
+                        change.plus = rows.clone();
                     }
                     touched.every_visible = true;
-                    touched.rows.extend(hidden.into_iter().filter(|row| !relation.contains(row)));
+                    touched.rows.extend(hidden.into_iter().filter(|row| !rows.contains(row)));
                 }
             }
             let added = &touched.rows[listed..];
-            let visible = if from_empty { relation.len() } else { 0 };
+            let visible = if from_empty { rows.len() } else { 0 };
             let count = match &e.aggregates[rel] {
                 Some(agg) => {
-                    let mut groups: RowSet = RowSet::default();
-                    if from_empty {
-                        groups.extend(relation.iter().map(|r| agg.split(&r).0));
-                    }
-                    groups.extend(added.iter().map(|r| agg.split(&r.as_ref()).0));
-                    groups.len()
+                    let shown = rows.iter().take(visible);
+                    shown.chain(added).map(|r| agg.split(r).0).collect::<RowSet>().len()
                 }
                 None => visible + added.len(),
             };
@@ -375,7 +372,7 @@ pub(crate) fn reads_an_empty_view(plan: &Plan, relations: &[Relation], changes: 
             _ => return false,
         };
         let (rel, old) = plan.views[view];
-        let rows = relations[rel].len();
+        let rows = relations[rel].rows.len();
         match changes.get(&rel).filter(|_| old) {
             // the old contents: the rows minus those entering this round, plus those leaving it
             Some(change) => rows == change.plus.len() && change.minus.is_empty(),

@@ -165,6 +165,7 @@ impl StratumRun {
                 hidden: self.hidden.get(&rel).map(|rows| &**rows),
                 entering: None,
                 leaving: None,
+                leaving_index: None,
             })
             .collect();
         let mut made = Out::default();
@@ -173,7 +174,7 @@ impl StratumRun {
         let Step::Delta { pattern, .. } = &plan.steps[0] else { unreachable!("a resume plan starts with its key") };
         let mut run = || -> Result<(), ExecError> {
             for (key, _) in ready {
-                if exec.bind(pattern, &key.as_ref(), &mut state)? {
+                if exec.bind(pattern, &key.packed(), &mut state)? {
                     exec.step(1, 1, &mut state)?;
                 }
             }
