@@ -155,6 +155,7 @@ def external_child(planner: str, names: str, repeat: str) -> None:
         except Exception as exc:  # the planner refused the query: recorded, and the others go on
             record = {"query": name, "error": " ".join(str(exc).split())[:200]}
         print(json.dumps(record), flush=True)
+    instance.close()
 
 
 # -- the driver -----------------------------------------------------------------------------------

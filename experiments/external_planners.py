@@ -52,8 +52,6 @@ def duckdb_sql(sql: str) -> str:
 class DuckDBPlanner:
     """DuckDB planning the JOB queries over the empty IMDB schema."""
 
-    name = "duckdb"
-
     def __init__(self, catalog) -> None:
         import duckdb
 
@@ -85,11 +83,12 @@ class DuckDBPlanner:
             times.append(time.process_time() - start)
         return statistics.median(times)
 
+    def close(self) -> None:
+        self.connection.close()
+
 
 class SparkCBOPlanner:
     """Spark's cost-based join reordering, planning the JOB queries over statistics only."""
-
-    name = "spark_cbo"
 
     def __init__(self, catalog) -> None:
         import tempfile
