@@ -144,6 +144,7 @@ def _measure(query, catalog, optimizer: str, changes, report, repeat: int) -> No
 def external_child(planner: str, names: str, repeat: str) -> None:
     """Plans each query with an external planner; one JSON line when ready, then one per query."""
     from external_planners import PLANNERS
+
     from reopt.optimizer.workloads import job_catalog, job_sql
 
     instance = PLANNERS[planner](job_catalog())
@@ -152,7 +153,7 @@ def external_child(planner: str, names: str, repeat: str) -> None:
         sql = job_sql(name)
         try:
             record = {"query": name, "optimize_s": instance.seconds(sql, int(repeat)), "joins": instance.joins(sql)}
-        except Exception as exc:  # the planner refused the query: recorded, and the others go on
+        except instance.refusals as exc:  # recorded, and the others go on
             record = {"query": name, "error": " ".join(str(exc).split())[:200]}
         print(json.dumps(record), flush=True)
     instance.close()
@@ -160,12 +161,18 @@ def external_child(planner: str, names: str, repeat: str) -> None:
 
 # -- the driver -----------------------------------------------------------------------------------
 
+def _lines_of(process: subprocess.Popen) -> queue.Queue:
+    """A queue of the child's output lines, then None when it closes its output."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [*map(lines.put, process.stdout), lines.put(None)], daemon=True).start()
+    return lines
+
+
 def run_one(name: str, optimizer: str, relations: int, timeout: float, memory_gb: float, repeat: int) -> dict:
     """Runs one child; each of its steps may take ``timeout`` seconds (wall) before it is killed."""
     process = subprocess.Popen([sys.executable, __file__, "--child", f"{name}:{optimizer}:{repeat}"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [*map(lines.put, process.stdout), lines.put(None)], daemon=True).start()
+    lines = _lines_of(process)
     result = {"query": name, "optimizer": optimizer, "relations": relations, "status": "ok"}
     while True:
         try:
@@ -200,8 +207,7 @@ def run_external(planner: str, names: list[str], relations: dict[str, int], time
     while left:
         process = subprocess.Popen([sys.executable, __file__, "--external", f"{planner}:{','.join(left)}:{repeat}"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [*map(lines.put, process.stdout), lines.put(None)], daemon=True).start()
+        lines = _lines_of(process)
         version = None
         while left:
             try:

@@ -56,6 +56,7 @@ class DuckDBPlanner:
         import duckdb
 
         self.version = duckdb.__version__
+        self.refusals: tuple[type[Exception], ...] = (duckdb.Error,)  # a query DuckDB cannot plan
         self.connection = duckdb.connect(config={"threads": 1})
         available = {row[0] for row in self.connection.execute("SELECT name FROM duckdb_optimizers()").fetchall()}
         disabled = [name for name in DUCKDB_EMPTY_FOLDING if name in available]
@@ -93,8 +94,11 @@ class SparkCBOPlanner:
     def __init__(self, catalog) -> None:
         import tempfile
 
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
         from pyspark.sql import SparkSession
 
+        self.refusals: tuple[type[Exception], ...] = (PySparkException, Py4JError)  # a query Spark cannot plan
         self.warehouse = tempfile.TemporaryDirectory(prefix="reopt-bench-job-")
         self.spark = (SparkSession.builder.master("local[1]").appName("reopt-bench-job")
                       .config("spark.sql.warehouse.dir", self.warehouse.name)
