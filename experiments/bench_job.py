@@ -203,6 +203,10 @@ def run_external(planner: str, names: list[str], relations: dict[str, int], time
     """Runs one child planning every query in ``names``; a query over ``timeout`` seconds (wall) is
     recorded as a timeout and the child is started again for the rest."""
     results: list[dict] = []
+
+    def failed(query: str, status: str) -> None:
+        results.append({"query": query, "optimizer": planner, "status": status, "initial_ok": False})
+
     left = list(names)
     while left:
         process = subprocess.Popen([sys.executable, __file__, "--external", f"{planner}:{','.join(left)}:{repeat}"],
@@ -214,14 +218,13 @@ def run_external(planner: str, names: list[str], relations: dict[str, int], time
                 line = lines.get(timeout=timeout if version else max(timeout, 300.0))  # start-up: a JVM
             except queue.Empty:
                 process.kill()
-                results.append({"query": left.pop(0), "optimizer": planner, "relations": 0,
-                                "status": f"timeout ({timeout:.0f} s)", "initial_ok": False})
+                failed(left.pop(0), f"timeout ({timeout:.0f} s)")
                 break
             if line is None:
                 process.wait()
                 error = (process.stderr.read().strip().splitlines() or [f"exit code {process.returncode}"])[-1]
-                results += [{"query": q, "optimizer": planner, "relations": 0, "status": f"error: {error[:200]}",
-                             "initial_ok": False} for q in left]
+                for query in left:
+                    failed(query, f"error: {error[:200]}")
                 left = []
                 break
             record = json.loads(line)
@@ -230,8 +233,7 @@ def run_external(planner: str, names: list[str], relations: dict[str, int], time
                 continue
             left.remove(record["query"])
             if "error" in record:
-                results.append({"query": record["query"], "optimizer": planner, "status": f"error: {record['error']}",
-                                "initial_ok": False})
+                failed(record["query"], f"error: {record['error']}")
             else:
                 results.append({**record, "optimizer": planner, "status": "ok", "initial_ok": True,
                                 "version": version})

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+from collections.abc import Callable
 
 # Spark's tables hold the IMDB rows, and each column its distinct values, divided by this, so that
 # ANALYZE TABLE gives the reordering row counts and distinct counts in the IMDB's proportions.
@@ -41,6 +42,16 @@ def imdb_schema(catalog, text: str) -> dict[str, list[tuple[str, str]]]:
     """Every IMDB table's columns with their SQL types, strings as ``text``."""
     return {name: [(column, column_type(column, text)) for column in table.columns]
             for name, table in sorted(catalog.tables.items())}
+
+
+def median_seconds(plan: Callable[[], object], repeat: int, clock: Callable[[], float]) -> float:
+    """The median time, on ``clock``, of ``repeat`` calls of ``plan``."""
+    times = []
+    for _ in range(repeat):
+        start = clock()
+        plan()
+        times.append(clock() - start)
+    return statistics.median(times)
 
 
 def duckdb_sql(sql: str) -> str:
@@ -77,12 +88,7 @@ class DuckDBPlanner:
 
     def seconds(self, sql: str, repeat: int) -> float:
         """The median CPU seconds of planning ``sql`` from scratch, over ``repeat`` runs."""
-        times = []
-        for _ in range(repeat):
-            start = time.process_time()
-            self.plan(sql)
-            times.append(time.process_time() - start)
-        return statistics.median(times)
+        return median_seconds(lambda: self.plan(sql), repeat, time.process_time)
 
     def close(self) -> None:
         self.connection.close()
@@ -130,12 +136,7 @@ class SparkCBOPlanner:
 
     def seconds(self, sql: str, repeat: int) -> float:
         """The median wall seconds of planning ``sql`` from scratch (a new DataFrame each time)."""
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            self.optimized(sql)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
+        return median_seconds(lambda: self.optimized(sql), repeat, time.perf_counter)
 
     def close(self) -> None:
         self.spark.stop()
