@@ -276,7 +276,9 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
               + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''}; sample "
               f"{p.sample_s * 1e3:.0f} ms{', new plan' if p.changed else ''})  {a.plan}  sampled: {p.plan}", flush=True)
     summary = summarize(records, w.drifts, sampled.setup_s)
-    summary.update(workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order())
+    summary.update(workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order(),
+                   model=adaptive.judge.summary(), sampled_model=sampled.judge.summary(),
+                   spark_plan_batches=sum(r.spark_plan for r in adaptive.records))
     print(json.dumps(summary, indent=1))
     runs = {PLOT_LABELS[v]: [r[f"{v}_s"] for r in records] for v in VARIANTS}
     title = (f"{name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
@@ -302,6 +304,7 @@ def summarize(records: list[dict], drifts: list[int], setup_s: float = 0.0) -> d
     return {
         "batches": len(records),
         "plan_changes": sum(r["changed"] for r in records),
+        "plan_changes_per_drift": sum(r["changed"] for r in records) / max(1, len(drifts)),
         "sampled_plan_changes": sum(r["sampled_changed"] for r in records),
         "total_s": totals,
         "median_s": {v: statistics.median(r[f"{v}_s"] for r in records) for v in VARIANTS},
@@ -316,6 +319,10 @@ def summarize(records: list[dict], drifts: list[int], setup_s: float = 0.0) -> d
         "sampled_worst_batch_vs_spark_aqe": worst("sampled"),
         "retried": sum(bool(r["retried"]) for r in records),
     }
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
 
 
 def main() -> None:
@@ -351,7 +358,11 @@ def main() -> None:
         print(f"{name}: adaptive {summary['adaptive_vs']['spark_aqe']:.2f}x Spark AQE, "
               f"{summary['adaptive_vs']['static']:.2f}x its static plan, {summary['adaptive_vs']['hindsight']:.2f}x "
               f"hindsight; sampled {summary['sampled_vs']['spark_aqe']:.2f}x Spark AQE, "
-              f"{summary['sampled_vs']['static']:.2f}x the static plan")
+              f"{summary['sampled_vs']['static']:.2f}x the static plan; plan changes per drift "
+              f"{summary['plan_changes_per_drift']:.2f}; model error {_share(summary['model']['error'])} "
+              f"(after one scale for the session {_share(summary['model']['error_after_scale'])}), "
+              f"plans taken back {summary['model']['went_back']}, batches on Spark's own plan "
+              f"{summary['spark_plan_batches']} of {summary['batches']}")
     print(f"geometric mean over Spark AQE: adaptive {overall['geomean_adaptive_vs_spark_aqe']:.2f}x, "
           f"sampled {overall['geomean_sampled_vs_spark_aqe']:.2f}x")
     records = [row for run in runs.values() for row in run["records"]]

@@ -33,7 +33,8 @@ def runner(spark: SparkSession, data: Path, state: Path | None, on_batch=None) -
     catalog = catalog_from_spark(spark, {**dimensions, "events": first}, sql=sql)
     config = OptimizerConfig(weights=session_weights(spark, OptimizerConfig().weights))
     return AdaptiveRunner(Optimizer.from_sql(sql, catalog, config), spark, dimensions, "events",
-                          on_batch=on_batch, state_dir=state, switch_margin=0.0)
+                          on_batch=on_batch, state_dir=state, switch_margin=0.0,
+                          trust_model=True)
 
 
 def stream(spark: SparkSession, data: Path, checkpoint: Path, state: Path | None, on_batch=None) -> AdaptiveRunner:

@@ -45,7 +45,8 @@ def test_reports_drift_from_commercial_traffic_to_congested_toll_zones(road):
 def run(spark, road, adaptive, checkpoint):
     paths, static, _batches, catalog, _directory = road
     optimizer = reopt.Optimizer.from_sql(segtolls_sql(), catalog)
-    runner = AdaptiveRunner(optimizer, spark, static, "reports", adaptive=adaptive, window=("recent", SMALL.window))
+    runner = AdaptiveRunner(optimizer, spark, static, "reports", adaptive=adaptive, window=("recent", SMALL.window),
+                            trust_model=True)
     schema = spark.read.parquet(str(paths["reports"])).schema
     source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(paths["reports"]))
     return run_stream(runner, source, str(checkpoint / f"checkpoint-{adaptive}"))

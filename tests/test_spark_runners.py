@@ -37,7 +37,8 @@ def first_partner(plan) -> str:
 
 def test_adaptive_runner_follows_the_drift_to_the_selective_dimension(spark, workload):
     static, batches, catalog = workload
-    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events")
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                            trust_model=True)
     records = run_partitions(runner, batches)
     assert sum(r.changed for r in records) >= 1
     # In the last phase d2 keeps 2% of the events: the plan learnt by then joins it first.
@@ -47,7 +48,7 @@ def test_adaptive_runner_follows_the_drift_to_the_selective_dimension(spark, wor
 def test_runner_reoptimizes_after_every_nth_batch_only(spark, workload):
     static, batches, catalog = workload
     optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
-    runner = AdaptiveRunner(optimizer, spark, static, "events", reoptimize_every=3)
+    runner = AdaptiveRunner(optimizer, spark, static, "events", reoptimize_every=3, spark_plan=False)
     records = run_partitions(runner, batches[:6])
     assert [r.reopt_s > 0 for r in records] == [False, False, True, False, False, True]
     assert all(not r.changed for r in records[:3]) and len({r.key for r in records[3:6]}) == 1
@@ -75,7 +76,8 @@ def test_stage_times_of_each_batch_feed_back_as_cost_factors(spark, workload):
     optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
     listener = StageListener(spark).attach()
     try:
-        runner = AdaptiveRunner(optimizer, spark, static, "events", stage_listener=listener)
+        runner = AdaptiveRunner(optimizer, spark, static, "events", stage_listener=listener,
+                                trust_model=True)
         records = run_partitions(runner, batches[:2])
         assert all(record.stages for record in records)
     finally:
@@ -123,7 +125,7 @@ def test_a_batch_whose_plan_fails_in_spark_runs_again_with_sort_merge_joins(spar
     """A broadcast Spark refuses (here: over a 1 KB broadcast limit) fails the plan, not the batch."""
     static, batches, catalog = workload
     optimizer = reopt.Optimizer.from_sql(query_sql(SMALL), catalog)
-    runner = AdaptiveRunner(optimizer, spark, static, "events")
+    runner = AdaptiveRunner(optimizer, spark, static, "events", trust_model=True)
     assert "BHJ" in runner.plan.join_order()
     expected = run_partitions(AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static,
                                              "events", adaptive=False), batches[:1])[0].result
@@ -157,7 +159,7 @@ def test_the_demo_removes_the_data_it_generated(spark, tmp_path, monkeypatch):
 def test_a_wide_switch_margin_keeps_the_running_plan_through_the_drift(spark, workload):
     static, batches, catalog = workload
     runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
-                            switch_margin=0.99)
+                            switch_margin=0.99, trust_model=True)
     records = run_partitions(runner, batches)
     assert len({r.key for r in records}) == 1 and not any(r.changed for r in records)
     now = runner.optimizer.costed(runner.plan)
@@ -175,7 +177,7 @@ def test_switch_margin_is_a_share_below_one(spark, workload, margin):
 def test_with_a_sample_the_first_batch_after_a_drift_runs_a_plan_for_the_new_data(spark, workload):
     static, batches, catalog = workload
     runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
-                            sample_rows=1000)
+                            sample_rows=1000, trust_model=True)
     partners = []
     for b, batch in enumerate(batches):
         runner.run_batch(batch, b)
@@ -198,7 +200,8 @@ def test_a_sampled_run_returns_what_the_static_plan_returns(spark, workload):
 
 def test_without_a_sample_a_join_the_plan_stopped_running_keeps_its_old_size(spark, workload):
     static, batches, catalog = workload
-    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events")
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
+                            trust_model=True)
     partners = []
     for b, batch in enumerate(batches):
         partners.append(first_partner(runner.plan))  # without a sample, the plan this batch runs

@@ -88,6 +88,16 @@ class DeltaStats:
     def batch(cls, deltas: Iterable["DeltaStats"]) -> "DeltaStats":
         return cls(change for delta in deltas for change in delta.changes)
 
+    def without_cardinalities(self, expressions: Iterable[Iterable[str]]) -> "DeltaStats":
+        """The same changes less the cardinalities of ``expressions`` (each a set of relation names):
+        for a caller that measures those joins another way."""
+        dropped = {frozenset(name.lower() for name in expression) for expression in expressions}
+        return DeltaStats(c for c in self.changes if not (c.kind == "cardinality" and c.target in dropped))
+
+    def cardinalities(self) -> dict[frozenset[str], float]:
+        """The join sizes the changes state, by the set of relations joined."""
+        return {c.target: c.values[0] for c in self.changes if c.kind == "cardinality"}
+
     def __add__(self, other: "DeltaStats") -> "DeltaStats":
         return DeltaStats(self.changes + other.changes)
 

@@ -23,8 +23,10 @@ from .catalyst import JoinRegion, NotPlannable, key_column, read_join_region, re
 from .execute import broadcasts_allowed, join_tree
 from .hook import MetricsHook, attach
 from .metrics import ExecutedNode, executed_tree_of
+from .feedback import DEFAULT_MODEL_ERROR, PlanJudge
 from .session import session_weights
-from .statistics import region_catalog
+from .spark_plan import NoSparkPlan, spark_plan
+from .statistics import STATISTICS, region_catalog
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +35,17 @@ log = logging.getLogger(__name__)
 class PlannedFrame:
     """A DataFrame as reopt planned it, and what it takes to plan it again.
 
-    ``plan`` and ``optimizer`` are None when reopt left the DataFrame as Spark planned it; ``reason``
-    then says why."""
+    ``plan`` and ``optimizer`` are None when reopt cannot plan the DataFrame; ``reason`` then says
+    why. ``spark_plan`` is True when reopt could plan it but kept Spark's own plan, its
+    ``plan`` being Spark's plan as reopt's model prices it; ``reason`` then says by how much reopt's
+    best was predicted cheaper, and which statistics were used."""
 
     frame: DataFrame
     plan: Plan | None = None
     optimizer: Optimizer | None = None
     region: JoinRegion | None = None
     reason: str | None = None
+    spark_plan: bool = False
 
     def reoptimize(self, delta: DeltaStats) -> DataFrame:
         """Apply runtime statistics (relations are named as in ``plan.query``) and return the
@@ -59,7 +64,7 @@ class PlannedFrame:
         return attach(self.frame.sparkSession, self.optimizer, self._adopt, stage_times, self.region.relation_of)
 
     def _adopt(self, plan: Plan) -> None:
-        self.plan = plan
+        self.plan, self.spark_plan = plan, False
         self.frame = _planned(self.region, plan)
 
     def executed(self) -> ExecutedNode:
@@ -78,13 +83,20 @@ def _planned(region: JoinRegion, plan: Plan) -> DataFrame:
     return rebuild(region, joined)
 
 
-def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None) -> PlannedFrame:
+def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None,
+               statistics: str = "estimated", model_error: float = DEFAULT_MODEL_ERROR) -> PlannedFrame:
     """Plan ``df``'s inner equi-joins with reopt.
 
     ``catalog`` gives the inputs' statistics (relations named as ``read_join_region`` names them:
-    after their table or file); by default Spark's own are used where it has them (``ANALYZE TABLE``
-    with ``spark.sql.cbo.enabled``) and the rest are measured, one job per input over its join keys.
-    ``config`` defaults to reopt's, with the session's broadcast threshold."""
+    after their table or file); by default they come from what is known without reading the inputs
+    in full (``statistics="estimated"``: ``statistics.region_catalog``), or from one job per input
+    over its join keys (``statistics="exact"``). ``config`` defaults to reopt's, with the session's
+    broadcast threshold.
+
+    Spark's own plan of ``df`` is priced by reopt's model beside reopt's best, and kept
+    (``spark_plan=True``) unless reopt's is predicted cheaper by more than ``model_error``."""
+    if statistics not in STATISTICS:
+        raise ValueError(f"statistics is one of {', '.join(STATISTICS)}, got {statistics!r}")
     try:
         region = read_join_region(df)
     except NotPlannable as exc:
@@ -96,16 +108,31 @@ def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerC
     try:
         if config.beyond_limit == "refuse":
             region.query.connected_pairs(config.max_join_pairs)  # before any job measures the inputs
-        optimizer = Optimizer(region.query, catalog or region_catalog(spark, region), config)
+        if catalog is None:
+            catalog, source = region_catalog(spark, region, exact=statistics == "exact")
+        else:
+            source = "the catalog given"
+        optimizer = Optimizer(region.query, catalog, config)
     except QueryTooLargeError as exc:
         log.info("reopt leaves the DataFrame as Spark planned it: %s", exc)
         return PlannedFrame(df, reason=str(exc))
     plan = optimizer.optimize()
-    return PlannedFrame(_planned(region, plan), plan, optimizer, region)
+    try:
+        spark_choice = spark_plan(df, region.query, region.relation_of)
+    except NoSparkPlan as exc:
+        log.info("Spark's own plan is not a candidate: %s", exc)
+        spark_choice = None
+    verdict = PlanJudge(optimizer.costed, model_error=model_error).first(plan, spark_choice)
+    reason = f"{verdict.why}; statistics: {source}"
+    log.info("reopt: %s", reason)
+    if verdict.spark:
+        return PlannedFrame(df, verdict.plan, optimizer, region, reason, spark_plan=True)
+    return PlannedFrame(_planned(region, plan), plan, optimizer, region, reason)
 
 
-def optimize(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None) -> DataFrame:
+def optimize(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None,
+             statistics: str = "estimated", model_error: float = DEFAULT_MODEL_ERROR) -> DataFrame:
     """A DataFrame equal to ``df`` whose inner equi-joins run in reopt's order with reopt's join
-    strategies (see ``plan_frame``)."""
-    return plan_frame(df, catalog, config).frame
-
+    strategies where reopt's plan is predicted clearly cheaper than Spark's own, else ``df`` itself
+    (see ``plan_frame``)."""
+    return plan_frame(df, catalog, config, statistics, model_error).frame

@@ -34,19 +34,17 @@ from ..optimizer.deltas import DeltaStats
 from ..optimizer.errors import OptimizerError, QueryError
 from ..optimizer.optimizer import Optimizer
 from ..optimizer.plan import Plan
-from ..optimizer.plan_change import saving
 from ..optimizer.plan_space import SORT_MERGE_JOIN
 from .execute import execute
-from .metrics import executed_tree, observed_cardinalities
+from .feedback import (DEFAULT_HALF_LIFE, DEFAULT_MODEL_ERROR, DEFAULT_SWITCH_MARGIN, ObservedSizes, PlanJudge,
+                       input_rows, observed_delta)
+from .metrics import executed_tree_of
 from .sampling import JoinSampler
+from .spark_plan import NoSparkPlan, alias_owners, spark_plan, spark_sql_frame
 from .stages import StageListener, cost_factor_feedback, stage_operators
 from .state_folder import StateFolder
 
 log = logging.getLogger(__name__)
-
-# Plans estimated less than 5% apart are ties within the estimates' noise: switching between them
-# buys nothing and makes the plan flip as the statistics wobble.
-DEFAULT_SWITCH_MARGIN = 0.05
 
 
 @dataclass
@@ -64,6 +62,8 @@ class BatchRecord:
     retried: bool = False  # the plan failed in Spark; the batch ran again with sort-merge joins
     why: str = ""  # for a batch that ran a new plan: what moved, and the saving predicted for it
     sample_s: float = 0.0  # of reopt_s: measuring the batch's sample before planning it
+    spark_plan: bool = False  # the batch ran Spark's own plan of the query (its SQL, no hints)
+    model_ratio: float | None = None  # measured seconds over the cost model's core-s for this plan
 
 
 class AdaptiveRunner:
@@ -86,21 +86,31 @@ class AdaptiveRunner:
     or past its work limit) still learn from execution; those observations wait for the next
     batch's re-optimization, so a state saved in ``state_dir`` does not hold them yet.
 
-    ``switch_margin`` is the hysteresis of plan switches: the runner moves to a new best plan only if
-    it is estimated at least that share cheaper than the running plan under the same statistics, so
-    estimates that wobble around a tie do not flip the plan batch after batch (0: always switch).
+    Plan choices answer to the time Spark spends (``feedback.PlanJudge``): every batch's measured
+    time is compared with what the model predicted for its plan on that batch's observations, and a
+    plan replaces the running one only if it is expected cheaper by more than the model's error
+    (``model_error`` until measurements say otherwise) or, between two measured plans, by more than
+    ``switch_margin`` (0: any saving). Spark's own plan of the query (``spark_plan=True``, for a
+    query built from SQL) is a candidate like reopt's: the first batch runs it unless reopt's plan
+    is predicted cheaper by more than the model's error, and a plan that then measures slower than
+    the plan it replaced is taken back. Join sizes are summarized over recent batches with a
+    ``half_life`` in batches (0: the last batch alone). ``trust_model=True`` leaves decisions to the
+    cost model alone: reopt's best plan replaces the running one when predicted cheaper by more
+    than ``switch_margin``, Spark's plan is not a candidate and measured times are not consulted.
 
     With ``state_dir`` (a folder, best kept beside the stream's checkpoint), the runner saves its
     optimizer and running plan there after every batch, and a runner started on a folder that holds
     a state resumes from it: ``optimizer`` gives the query and configuration, the folder the
-    statistics learnt (``state_folder``).
+    statistics learnt (``state_folder``). The judge's measurements start afresh after a restart.
     """
 
     def __init__(self, optimizer: Optimizer, spark: SparkSession, static_tables: Mapping[str, DataFrame],
                  stream: str, adaptive: bool = True, on_batch: Callable[[BatchRecord], None] | None = None,
                  stage_listener: StageListener | None = None, window: tuple[str, int] | None = None,
                  switch_margin: float = DEFAULT_SWITCH_MARGIN, state_dir: str | Path | None = None,
-                 reoptimize_every: int = 1, sample_rows: int = 0):
+                 reoptimize_every: int = 1, sample_rows: int = 0, spark_plan: bool = True,
+                 model_error: float = DEFAULT_MODEL_ERROR, half_life: float = DEFAULT_HALF_LIFE,
+                 trust_model: bool = False):
         query = optimizer.query
         tables = {table for _alias, table in query.relations}
         for name in [stream] + ([window[0]] if window else []):
@@ -108,8 +118,6 @@ class AdaptiveRunner:
                 raise QueryError(f"'{name}' is not a table of the query (tables: {', '.join(sorted(tables))})")
         if window is not None and window[1] < 1:
             raise QueryError(f"a window holds at least one batch, not {window[1]}")
-        if isinstance(switch_margin, bool) or not isinstance(switch_margin, (int, float)) or not 0 <= switch_margin < 1:
-            raise OptimizerError(f"switch_margin is a share in [0, 1), got {switch_margin!r}")
         if isinstance(reoptimize_every, bool) or not isinstance(reoptimize_every, int) or reoptimize_every < 1:
             raise OptimizerError(f"reoptimize_every is a number of batches, at least 1, got {reoptimize_every!r}")
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 0:
@@ -117,7 +125,9 @@ class AdaptiveRunner:
         if window is not None and state_dir is not None:
             raise OptimizerError("a windowed runner cannot keep its state in a folder: the window's batches live in "
                                  "Spark's cache and would be lost on a restart; leave out state_dir or window")
-        self.switch_margin = float(switch_margin)
+        self.judge = PlanJudge(self._costed, switch_margin, 0.0 if trust_model else model_error)
+        self.trust_model = trust_model
+        self.sizes = ObservedSizes(query, stream, half_life)
         self.reoptimize_every = reoptimize_every
         self.state = None if state_dir is None else StateFolder(state_dir)
         saved: dict = {}
@@ -127,15 +137,22 @@ class AdaptiveRunner:
         self.spark = spark
         self.static_tables = dict(static_tables)
         self.stream = stream
-        self.stream_aliases = frozenset(alias for alias, table in query.relations if table == stream)
         self.adaptive = adaptive
         self.on_batch = on_batch
         self.stage_listener = stage_listener
         self.window = window
         self._recent: deque[tuple[DataFrame, int]] = deque()
-        self.plan = StateFolder.plan(saved.get("plan"), optimizer) or optimizer.optimize()
+        resumed_plan = StateFolder.plan(saved.get("plan"), optimizer)
+        self.plan = resumed_plan or optimizer.optimize()
+        self._resumed = resumed_plan is not None
+        self.runs_spark_plan = bool(saved.get("spark_plan")) and self._resumed  # Spark's own plan runs
+        # Spark's own plan is read from the first batch, before it runs; None: not a candidate
+        self._consider_spark = adaptive and spark_plan and not trust_model and query.select is not None
+        self.spark_plan: Plan | None = None
+        self._unjudged: tuple[Plan, bool, int] | None = None  # a sampled run's last batch, until re-optimized
         self.records: list[BatchRecord] = []
         self._last_key: str | None = saved.get("last_key")  # the plan the last batch ran
+        self._last_spark = bool(saved.get("last_spark"))  # and whether it ran as Spark's own plan
         self._why = ""  # why self.plan replaced the plan before it
         self.resumed_after: int | None = saved.get("batch")  # the last batch the saved state had seen
         self.setup_s = 0.0  # building the sampler: the static tables' key frequencies
@@ -146,6 +163,9 @@ class AdaptiveRunner:
             self.setup_s = time.perf_counter() - start
         self._pending = DeltaStats()  # observations of the batch before, applied with the next sample
         self._stream_rows = optimizer.catalog.table(stream).rows  # the stream's rows in the last batch
+
+    def _costed(self, plan: Plan) -> Plan | None:
+        return self.optimizer.costed(plan)
 
     def _window_frame(self, batch: DataFrame) -> DataFrame:
         if not self._recent:
@@ -175,95 +195,130 @@ class AdaptiveRunner:
         feedback = self._pending + sizes.delta(rows)
         self._pending = DeltaStats()
         if len(feedback):
-            self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
+            best = self.optimizer.reoptimize(feedback)
+            if self._unjudged is not None and not self.trust_model:
+                plan, spark, index = self._unjudged
+                self.records[index].model_ratio = self.judge.record(plan, spark, self.records[index].batch_s)
+            self._choose(best)
+        self._unjudged = None
         return time.perf_counter() - start, sample_s
+
+    def _read_spark_plan(self, tables: Mapping[str, DataFrame]) -> None:
+        """Spark's own plan of the query over this batch's tables, and the first choice between it and
+        reopt's best."""
+        self._consider_spark = False
+        start = time.perf_counter()
+        try:
+            frame = spark_sql_frame(self.optimizer.query, tables, tables[self.stream].sparkSession)
+            self.spark_plan = spark_plan(frame, self.optimizer.query, alias_owners(frame, self.optimizer.query))
+        except NoSparkPlan as exc:
+            log.info("Spark's own plan is not a candidate: %s", exc)
+        if self._resumed:  # the saved state chose the running plan already
+            return
+        verdict = self.judge.first(self.plan, self.spark_plan)
+        self.plan, self.runs_spark_plan = verdict.plan, verdict.spark
+        self._why = verdict.why
+        log.info("first plan: %s (%.0f ms to read Spark's)", verdict.why, 1e3 * (time.perf_counter() - start))
 
     def run_batch(self, batch: DataFrame, batch_id: int) -> BatchRecord:
         reoptimizing = self._reoptimizes(len(self.records))
-        planned_s, sample_s = self._plan_for(batch) if reoptimizing and self.sampler is not None else (0.0, 0.0)
         tables = {**self.static_tables}
         if self.window is not None:
             tables[self.window[0]] = self._window_frame(batch)
             batch = batch.persist()  # cached by this batch's own scan, read again by the next windows
         tables[self.stream] = batch
         query = self.optimizer.query
-        executed_order, executed_key = self.plan.join_order(), self.plan.key()
-        changed = self._last_key is not None and executed_key != self._last_key
-        self._last_key = executed_key
-        why = self._why if changed else ""
+        spark_s = 0.0
+        if self._consider_spark:
+            start = time.perf_counter()
+            self._read_spark_plan(tables)
+            spark_s = time.perf_counter() - start
+        planned_s, sample_s = self._plan_for(batch) if reoptimizing and self.sampler is not None else (0.0, 0.0)
+        planned_s += spark_s
+        ran_plan, ran_spark = self.plan, self.runs_spark_plan
+        executed_order = ("Spark: " if ran_spark else "") + ran_plan.join_order()
+        executed_key = ran_plan.key()
+        changed = self._last_key is not None and (executed_key, ran_spark) != (self._last_key, self._last_spark)
+        self._last_key, self._last_spark = executed_key, ran_spark
+        why = self._why if changed or not self.records else ""
         start = time.perf_counter()
-        frame = execute(self.plan, tables)
+        if ran_spark:
+            frame = spark_sql_frame(query, tables, batch.sparkSession)
+            relation_of = alias_owners(frame, query)
+        else:
+            frame, relation_of = execute(ran_plan, tables), None
         tag = f"{id(self)}-{batch_id}"
         retried = False
         try:
             result = self._collect(frame, tag)
         except (Py4JJavaError, CapturedException) as error:  # Spark raises either, by error class
+            if ran_spark:
+                raise
             log.warning("batch %s failed with plan %s (%s); running it again with sort-merge joins",
                         batch_id, executed_order, _reason(error))
             if self.stage_listener is not None:
                 self.stage_listener.stages(tag)  # the failed attempt's stages: discarded
-            frame = execute(self.plan, tables, join_strategy=SORT_MERGE_JOIN)
+            frame = execute(ran_plan, tables, join_strategy=SORT_MERGE_JOIN)
             result = [tuple(row) for row in frame.collect()]
             retried = True
         batch_s = time.perf_counter() - start
-        tree = executed_tree(frame, query)
-        input_rows = next((n.rows for n in tree.scans() if n.relations <= self.stream_aliases), None)
+        tree = executed_tree_of(frame._jdf.queryExecution().executedPlan(), query, relation_of)
+        rows_in = input_rows(tree, query, self.stream)
         if self.window is not None:
-            self._remember(batch, input_rows if input_rows is not None else batch.count())
-        reopt_s, stage_count = planned_s, None
-        if input_rows is not None:
-            self._stream_rows = max(1, input_rows)
-        if not self.adaptive and self.stage_listener is not None:
-            self.stage_listener.stages(tag)  # a batch that does not re-optimize: its stages are not needed
+            self._remember(batch, rows_in if rows_in is not None else batch.count())
+        reopt_s, stage_count, ratio = planned_s, None, None
+        if rows_in is not None:
+            self._stream_rows = max(1, rows_in)
+        if self.stage_listener is not None and (not self.adaptive or ran_spark or retried):
+            self.stage_listener.stages(tag)  # stage times of reopt's own chosen plan only are fed back
         if self.adaptive:
-            feedback = observed_cardinalities(tree, query)
+            start = time.perf_counter()
+            feedback = self.sizes.summarize(observed_delta(tree, query, self.stream), rows_in)
             if self.sampler is not None:  # the next batch's sample measures these again
-                sampled = {frozenset(query.names(mask)) for mask in self.sampler.expressions}
-                feedback = DeltaStats(c for c in feedback.changes if c.target not in sampled)
-            if input_rows is not None:
-                feedback = feedback + DeltaStats.table(self.stream, rows=max(1, input_rows))
+                feedback = feedback.without_cardinalities(query.names(mask) for mask in self.sampler.expressions)
             if self.window is not None:
                 window_rows = sum(rows for _frame, rows in self._recent)
                 feedback = feedback + DeltaStats.table(self.window[0], rows=max(1, window_rows))
-            if self.stage_listener is not None and not retried:  # stage times of the plan it chose only
+            if self.stage_listener is not None and not retried and not ran_spark:
                 stages = self.stage_listener.stages(tag)
                 stage_count = len(stages)
                 feedback = feedback + cost_factor_feedback(
-                    self.plan, stages, stage_operators(frame._jdf.queryExecution().executedPlan()),
+                    ran_plan, stages, stage_operators(frame._jdf.queryExecution().executedPlan()),
                     self.optimizer.catalog.cost_factors)
             if self.sampler is not None:
                 self._pending = self._pending + feedback
+                self._unjudged = None if retried else (ran_plan, ran_spark, len(self.records))
             elif reoptimizing:
-                start = time.perf_counter()
-                self.plan = self._next_plan(self.optimizer.reoptimize(feedback))
-                reopt_s = time.perf_counter() - start
+                best = self.optimizer.reoptimize(feedback)
+                if not retried and not self.trust_model:
+                    ratio = self.judge.record(ran_plan, ran_spark, batch_s)
+                self._choose(best)
+            if reoptimizing and self.sampler is None:
+                reopt_s += time.perf_counter() - start
         if self.state is not None:
             start = time.perf_counter()
-            self.state.save(self.optimizer, {"plan": self.plan.to_dict(), "last_key": executed_key, "batch": batch_id})
+            self.state.save(self.optimizer, {"plan": self.plan.to_dict(), "spark_plan": self.runs_spark_plan,
+                                             "last_key": executed_key, "last_spark": ran_spark,
+                                             "batch": batch_id})
             reopt_s += time.perf_counter() - start
-        record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, input_rows, result,
-                             stages=stage_count, key=executed_key, retried=retried, why=why, sample_s=sample_s)
+        record = BatchRecord(batch_id, executed_order, changed, reopt_s, batch_s, rows_in, result,
+                             stages=stage_count, key=executed_key, retried=retried, why=why, sample_s=sample_s,
+                             spark_plan=ran_spark, model_ratio=ratio)
         self.records.append(record)
         if self.on_batch is not None:
             self.on_batch(record)
         return record
 
-    def _next_plan(self, best: Plan) -> Plan:
-        """``best``, unless the running plan costs, under the same statistics, less than
-        ``1 / (1 - switch_margin)`` times as much (or the plans are the same)."""
-        if best.key() == self.plan.key():
-            return best
-        running = self.optimizer.costed(self.plan)
-        if self.switch_margin and running is not None and best.cost > running.cost * (1 - self.switch_margin):
-            log.info("keeping plan %s: the new best %s is estimated only %.1f%% cheaper (switch margin %.0f%%)",
-                     running.join_order(), best.join_order(), 100 * (1 - best.cost / running.cost),
-                     100 * self.switch_margin)
-            return running
-        change = self.optimizer.last_change
-        moved = change.moved() if change is not None else "new statistics"
-        self._why = f"{moved}; {saving(running, best, 'the running plan')}"
-        log.info("new plan %s: %s", best.join_order(), self._why)
-        return best
+    def _choose(self, best: Plan) -> None:
+        """The plan for the next batch: the judge's choice among the running plan, ``best``, Spark's
+        own and the plans tried before."""
+        verdict = self.judge.choose(self.plan, self.runs_spark_plan, best, self.spark_plan)
+        if verdict.changed:
+            change = self.optimizer.last_change
+            moved = change.moved() if change is not None else "new statistics"
+            self._why = f"{verdict.why}; {moved}"
+            log.info("new plan %s: %s", verdict.plan.join_order(), self._why)
+        self.plan, self.runs_spark_plan = verdict.plan, verdict.spark
 
     def _collect(self, frame: DataFrame, tag: str) -> list[tuple]:
         if self.stage_listener is None:

@@ -11,6 +11,9 @@ no estimate (RDD-backed frames), widths are the in-memory sizes.
 from __future__ import annotations
 
 import datetime as dt
+import math
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Mapping
 
@@ -124,24 +127,145 @@ def _known_statistics(plan, attributes: Mapping[str, object]) -> tuple[float, di
     return _big(stats.rowCount().get()), ndv
 
 
-def region_catalog(spark: SparkSession, region: JoinRegion) -> Catalog:
-    """Statistics of a join region's inputs: what Spark already knows, else one aggregation job per
-    input over its join keys only (rows after the input's own filters, distinct counts of its keys).
-    Widths are in-memory row sizes (``DataType.defaultSize``), what shuffles and broadcasts move."""
+STATISTICS = ("estimated", "exact")
+SAMPLE_ROWS = 10_000  # rows read from the start of each input to estimate its filters and keys
+
+# What was learnt of each input, for the session: (session, the input's canonical plan hash) ->
+# (rows, distinct counts by key column name, how they were found)
+_LEARNT: dict[tuple[int, int], tuple[float, dict[str, float], str]] = {}
+
+
+def region_catalog(spark: SparkSession, region: JoinRegion, exact: bool = False) -> tuple[Catalog, str]:
+    """Statistics of a join region's inputs, and in words where they came from.
+
+    Each input's rows and key distinct counts come from what Spark already knows (``ANALYZE TABLE``
+    with ``spark.sql.cbo.enabled``), else from what this session learnt of the same input before,
+    else (``exact=False``) from the Parquet footers' row counts and one job over the first
+    ``SAMPLE_ROWS`` rows of every such input at once (``sampled_statistics``), or (``exact=True``, or
+    an input that is not Parquet files) from one aggregation job over the whole input. Widths are
+    in-memory row sizes (``DataType.defaultSize``), what shuffles and broadcasts move."""
+    found: dict[str, tuple[float, dict[str, float], str]] = {}
+    to_sample: dict[str, float] = {}
+    session = id(spark._jsparkSession)
+    for name in region.inputs:
+        key = (session, region.plans[name].semanticHash())
+        known = _known_statistics(region.plans[name], region.keys[name])
+        if known is not None:
+            found[name] = (*known, "ANALYZE TABLE")
+        elif key in _LEARNT and (not exact or _LEARNT[key][2] == "counted"):
+            rows, ndv, how = _LEARNT[key]
+            found[name] = (rows, ndv, f"{how}, remembered")
+        else:
+            footer_rows = None if exact else parquet_rows(spark, region.plans[name])
+            if footer_rows is None:
+                found[name] = (*_counted(region, name), "counted")
+                _LEARNT[key] = found[name]
+            else:
+                to_sample[name] = footer_rows
+    if to_sample:
+        for name, (rows, ndv) in sampled_statistics(spark, region, to_sample).items():
+            found[name] = (rows, ndv, "Parquet footers and a sample")
+            _LEARNT[(session, region.plans[name].semanticHash())] = found[name]
     stats = {}
-    for name, frame in region.inputs.items():
+    for name in region.inputs:
+        rows, ndv, _how = found[name]
         attributes = region.keys[name]
-        known = _known_statistics(region.plans[name], attributes)
-        if known is None:
-            aggregates = [F.count(F.lit(1)).alias("__rows")]
-            aggregates += [F.approx_count_distinct(key_column(region, ColumnRef(name, column))).alias(f"ndv{i}")
-                           for i, column in enumerate(attributes)]
-            row = frame.agg(*aggregates).collect()[0]
-            known = float(row["__rows"]), {column: float(row[f"ndv{i}"]) for i, column in enumerate(attributes)}
-        rows, ndv = known
         output = region.plans[name].output()
         width = float(sum(output.apply(i).dataType().defaultSize() for i in range(output.size()))) or 1.0
         columns = {column: ColumnStats(max(1.0, ndv[column]), width=float(attribute.dataType().defaultSize()))
                    for column, attribute in attributes.items()}
-        stats[name] = TableStats(rows, width, columns)
-    return Catalog(stats)
+        stats[name] = TableStats(max(1.0, rows), width, columns)
+    sources: dict[str, list[str]] = {}
+    for name in region.inputs:
+        sources.setdefault(found[name][2], []).append(name)
+    return Catalog(stats), "; ".join(f"{how} ({', '.join(names)})" for how, names in sources.items())
+
+
+def _counted(region: JoinRegion, name: str) -> tuple[float, dict[str, float]]:
+    """One aggregation job over the whole input: rows after its filters, distinct counts of its keys."""
+    attributes = region.keys[name]
+    aggregates = [F.count(F.lit(1)).alias("__rows")]
+    aggregates += [F.approx_count_distinct(key_column(region, ColumnRef(name, column))).alias(f"ndv{i}")
+                   for i, column in enumerate(attributes)]
+    row = region.inputs[name].agg(*aggregates).collect()[0]
+    return float(row["__rows"]), {column: float(row[f"ndv{i}"]) for i, column in enumerate(attributes)}
+
+
+def _chain(plan) -> list:
+    """The single-child operators from ``plan`` down to its leaf, leaf last; None if it branches."""
+    chain = [plan]
+    while chain[-1].children().size() == 1:
+        chain.append(chain[-1].children().apply(0))
+    return chain if chain[-1].children().size() == 0 else None
+
+
+def parquet_rows(spark: SparkSession, plan) -> float | None:
+    """The rows of the Parquet files under an input's plan, from their footers (no data read); None if
+    the input is not a chain of operators over Parquet files."""
+    chain = _chain(plan)
+    if chain is None or chain[-1].nodeName() != "LogicalRelation":
+        return None
+    relation = chain[-1].relation()
+    try:
+        if "Parquet" not in relation.fileFormat().toString():
+            return None
+        files = relation.location().inputFiles()
+    except Exception:  # py4j: a relation other than files (JDBC, in-memory) has no such accessors
+        return None
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    total = 0
+    for path in files:
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(jvm.org.apache.hadoop.fs.Path(path), conf))
+        try:
+            total += reader.getRecordCount()
+        finally:
+            reader.close()
+    return float(total)
+
+
+def sampled_statistics(spark: SparkSession, region: JoinRegion,
+                       footer_rows: dict[str, float]) -> dict[str, tuple[float, dict[str, float]]]:
+    """Rows after the filters and key distinct counts of the given inputs (name -> rows in its files),
+    from their first ``SAMPLE_ROWS`` rows: one small job per input, all at once.
+
+    An input's rows are its files' rows times the share of the sample its filters keep. A key whose
+    sampled values are all distinct is taken as a key of the input (distinct count = rows); any
+    other key's distinct count is the GEE estimate, sqrt(rows / sampled) x (values seen once) +
+    (values seen more often), whose error is bounded by the square root of the sampling ratio.
+    The sample is the start of the input, not a random one: data sorted on a filtered column skews it."""
+    with ThreadPoolExecutor(max_workers=max(1, len(footer_rows))) as pool:
+        futures = {name: pool.submit(_sample, spark, region, name, total) for name, total in footer_rows.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _sample(spark: SparkSession, region: JoinRegion, name: str, total: float) -> tuple[float, dict[str, float]]:
+    chain = _chain(region.plans[name])
+    sampled = min(float(SAMPLE_ROWS), total)
+    limited = _frame_of(spark, chain[-1]).limit(SAMPLE_ROWS)._jdf.queryExecution().analyzed()
+    to_seq = spark._jvm.org.apache.spark.api.python.PythonUtils.toSeq
+    for node in reversed(chain[:-1]):
+        limited = node.withNewChildren(to_seq([limited]))
+    columns = list(region.keys[name])
+    kept = _frame_of(spark, limited).select([F.hash(key_column(region, ColumnRef(name, c))) for c in columns])
+    values = kept.collect()
+    n = float(len(values))
+    rows = n if sampled >= total else total * max(n, 0.5) / sampled  # half a row: a filter no sampled row passed
+    ndv = {}
+    for j, column in enumerate(columns):
+        counts = Counter(row[j] for row in values)
+        d, f1 = float(len(counts)), float(sum(1 for c in counts.values() if c == 1))
+        if n == 0 or n >= rows:
+            ndv[column] = max(d, 1.0)
+        elif f1 == n:
+            ndv[column] = rows
+        else:
+            ndv[column] = min(rows, math.sqrt(rows / n) * f1 + (d - f1))
+    return max(rows, 1.0), ndv
+
+
+def _frame_of(spark: SparkSession, plan) -> DataFrame:
+    dataset = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+    return DataFrame(dataset, spark)
+

@@ -1,0 +1,254 @@
+"""The feedback loop: what Spark observed becomes statistics, and what Spark spent judges the plans.
+
+Three parts, used alike by the adaptive runner, the listener hook and ``PlannedFrame``:
+
+* ``observed_delta``: an executed join tree as a ``DeltaStats`` (each join's output rows, the
+  stream's input rows);
+* ``ObservedSizes``: join sizes summarized over recent batches with a half-life, so that one
+  batch's noise (or a skew that alternates) does not move the plan by itself;
+* ``PlanJudge``: the switch policy. Every run's measured time is compared with what the cost model
+  predicted for that plan on the statistics observed in the same run; the ratio is the model's
+  error for that plan. Candidates (reopt's best plan, Spark's own plan, the plan running, and every
+  plan tried before) are compared on their predicted costs scaled by those ratios, so a plan that
+  has run is judged by its own measurements and a plan that has not by what the model's plans
+  measure on this session. A plan replaces the running one only if it is cheaper by more than the
+  model's error (for a plan not yet measured) or the switch margin (for two measured plans). A plan
+  adopted on a prediction is on probation until it has run: if its measured time shows that the
+  plan it replaced would have been cheaper, the judge goes back, and its record says so.
+
+Measured time is the wall time of the action that ran the plan: what the user waits for.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..optimizer.deltas import DeltaStats
+from ..optimizer.errors import OptimizerError
+from ..optimizer.plan import Plan
+from ..optimizer.query import Query
+from .metrics import ExecutedNode, observed_cardinalities
+
+# Plans estimated less than 5% apart are ties within the estimates' noise: switching between them
+# buys nothing and makes the plan flip as measurements wobble.
+DEFAULT_SWITCH_MARGIN = 0.05
+# The model's error on relative plan costs before any plan has been measured twice on this session:
+# a plan not yet run must be predicted this much cheaper than a measured one to replace it.
+DEFAULT_MODEL_ERROR = 0.10
+DEFAULT_HALF_LIFE = 1.0  # batches: the newest observation of a join counts for half its summary
+_KEPT_RATIOS = 5  # measurements per plan: the median of the last few resists one slow batch
+
+
+def observed_delta(tree: ExecutedNode, query: Query, stream: str | None = None) -> DeltaStats:
+    """What one execution observed: each join's output rows and, with ``stream`` (a table of the
+    query), the rows its scan read."""
+    delta = observed_cardinalities(tree, query)
+    rows = None if stream is None else input_rows(tree, query, stream)
+    return delta if rows is None else delta + DeltaStats.table(stream, rows=max(1, rows))
+
+
+def input_rows(tree: ExecutedNode, query: Query, stream: str) -> int | None:
+    """The rows the scan of ``stream`` read in an execution, if Spark reported them."""
+    aliases = {alias for alias, table in query.relations if table == stream}
+    return next((n.rows for n in tree.scans() if n.relations <= aliases and n.rows is not None), None)
+
+
+class ObservedSizes:
+    """Join sizes summarized over recent batches: a geometric moving average whose weights halve
+    every ``half_life`` batches (0: the last observation alone). Joins that read ``stream`` are
+    averaged per row of the stream's batch, so batches of different sizes compare."""
+
+    def __init__(self, query: Query, stream: str | None = None, half_life: float = DEFAULT_HALF_LIFE):
+        if isinstance(half_life, bool) or not isinstance(half_life, (int, float)) or half_life < 0:
+            raise OptimizerError(f"half_life is a number of batches, at least 0, got {half_life!r}")
+        self.weight = 1.0 if half_life == 0 else 1.0 - 0.5 ** (1.0 / half_life)
+        self.stream_aliases = frozenset(alias for alias, table in query.relations if table == stream)
+        self._log: dict[frozenset[str], float] = {}
+
+    def summarize(self, delta: DeltaStats, stream_rows: float | None = None) -> DeltaStats:
+        """``delta`` with each join size replaced by its summary including this observation."""
+        per_row = max(1.0, stream_rows or 1.0)
+        sizes = delta.cardinalities()
+        summary = []
+        for target, rows in sizes.items():
+            scale = per_row if target & self.stream_aliases else 1.0
+            value = math.log(max(rows, 1.0) / scale)
+            before = self._log.get(target)
+            value = value if before is None else before + self.weight * (value - before)
+            self._log[target] = value
+            summary.append(DeltaStats.cardinality(sorted(target), math.exp(value) * scale))
+        return delta.without_cardinalities(sizes) + DeltaStats.batch(summary)
+
+
+@dataclass
+class Verdict:
+    """The plan to run next, and why."""
+
+    plan: Plan  # as reopt's model prices it (for Spark's own plan, its reopt equivalent)
+    spark: bool  # run as Spark plans it (the query's SQL), not with reopt's hints
+    changed: bool  # a different plan from the one running
+    why: str
+
+
+@dataclass
+class _Record:
+    plan: Plan
+    spark: bool
+    ratios: deque = field(default_factory=lambda: deque(maxlen=_KEPT_RATIOS))  # measured s / predicted core-s
+    replaced: str | None = None  # on probation: the key of the plan it replaced, until it has run
+
+    def scale(self) -> float | None:
+        return statistics.median(self.ratios) if self.ratios else None
+
+
+SPARK_LABEL = "Spark's own plan"
+
+
+class PlanJudge:
+    """The switch policy of one query on one session (see the module's docstring).
+
+    ``costed(plan)`` prices a plan under the current statistics (``Optimizer.costed``: None when it
+    can no longer run). ``model_error`` is the error assumed before measurements say otherwise."""
+
+    def __init__(self, costed: Callable[[Plan], Plan | None], margin: float = DEFAULT_SWITCH_MARGIN,
+                 model_error: float = DEFAULT_MODEL_ERROR):
+        for name, value in (("switch_margin", margin), ("model_error", model_error)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise OptimizerError(f"{name} is a share in [0, 1), got {value!r}")
+        self.costed = costed
+        self.margin = float(margin)
+        self.prior_error = float(model_error)
+        self._records: dict[str, _Record] = {}
+        self.errors: list[float] = []  # |measured / predicted - 1| of every run, in order
+        self.went_back = 0  # plans taken back after probation
+
+    # -- measurements ----------------------------------------------------------------------------
+
+    def record(self, plan: Plan, spark: bool, measured_s: float) -> float | None:
+        """Charge ``plan`` (just run, ``spark``: as Spark planned it) the ``measured_s`` seconds it
+        took; the model's prediction is the plan's cost under the current statistics, so call it
+        after the run's observations are applied. Returns measured over predicted (None if the plan
+        cannot be priced)."""
+        priced = self.costed(plan)
+        if priced is None or priced.cost <= 0 or measured_s <= 0:
+            return None
+        entry = self._entry(plan, spark)
+        ratio = measured_s / priced.cost
+        entry.ratios.append(ratio)
+        self.errors.append(abs(ratio - 1.0))
+        return ratio
+
+    def _entry(self, plan: Plan, spark: bool) -> _Record:
+        key = _key(plan, spark)
+        entry = self._records.get(key)
+        if entry is None:
+            entry = self._records[key] = _Record(plan, spark)
+        return entry
+
+    def session_scale(self) -> float | None:
+        """Seconds per predicted core-second on this session: the median over the plans measured."""
+        scales = [s for s in (r.scale() for r in self._records.values()) if s is not None]
+        return statistics.median(scales) if scales else None
+
+    def model_error(self) -> float:
+        """How far the model is off on relative plan costs: the median distance of the measured plans'
+        scales from the session's, at least the prior while fewer than two plans have run."""
+        typical = self.session_scale()
+        scales = [s for s in (r.scale() for r in self._records.values()) if s is not None]
+        if typical is None or len(scales) < 2:
+            return self.prior_error
+        return min(0.9, max(self.margin, statistics.median(abs(s / typical - 1.0) for s in scales)))
+
+    # -- decisions -------------------------------------------------------------------------------
+
+    def choose(self, running: Plan, running_spark: bool, best: Plan, spark_plan: Plan | None) -> Verdict:
+        """The plan to run next: the running one unless another candidate (``best``, Spark's plan,
+        a plan tried before) is expected cheaper by more than the error of that expectation."""
+        typical = self.session_scale() or 1.0
+        running_key = _key(running, running_spark)
+        candidates = [(running, running_spark), (best, False)] + ([(spark_plan, True)] if spark_plan else [])
+        candidates += [(r.plan, r.spark) for r in self._records.values()]
+        expected: dict[str, tuple[float, Plan, bool, bool]] = {}
+        for plan, spark in candidates:
+            key = _key(plan, spark)
+            if key in expected:
+                continue
+            priced = self.costed(plan)
+            if priced is None:
+                continue
+            entry = self._records.get(key)
+            scale = entry.scale() if entry is not None else None
+            expected[key] = (priced.cost * (scale or typical), priced, spark, scale is not None)
+        if running_key not in expected:  # the running plan can no longer run: the cheapest does
+            key = min(expected, key=lambda k: expected[k][0])
+            cost, plan, spark, _ = expected[key]
+            return self._switch(running_key, plan, spark, "the running plan can no longer run")
+        now, running_priced, _, running_measured = expected[running_key]
+        entry = self._records.get(running_key)
+        on_probation = entry.replaced if entry is not None and entry.ratios else None
+        if on_probation is not None:
+            entry.replaced = None  # it has run: from now on its measurements judge it
+        winner, cost, plan, spark, measured = running_key, now, running_priced, running_spark, running_measured
+        for key, (other_cost, other_plan, other_spark, other_measured) in expected.items():
+            if other_cost < cost:
+                winner, cost, plan, spark, measured = key, other_cost, other_plan, other_spark, other_measured
+        if winner == running_key:
+            return Verdict(running_priced, running_spark, False, "")
+        threshold = self.margin if measured and running_measured else max(self.margin, self.model_error())
+        saving = 1.0 - cost / now if now > 0 else 0.0
+        if saving <= threshold:
+            return Verdict(running_priced, running_spark, False, "")
+        basis = "measured" if measured else "predicted"
+        why = (f"{_label(plan, spark)} {basis} {saving:.0%} cheaper than the running plan "
+               f"(threshold {threshold:.0%}, the {'switch margin' if threshold == self.margin else 'model error'})")
+        if winner == on_probation:
+            self.went_back += 1
+            why = f"going back: the plan on probation ran slower than the plan it replaced; {why}"
+        return self._switch(running_key, plan, spark, why)
+
+    def first(self, best: Plan, spark_plan: Plan | None) -> Verdict:
+        """The first plan: Spark's own unless reopt's best is predicted cheaper by more than the
+        model's error."""
+        if spark_plan is None:
+            return Verdict(best, False, False, "Spark's own plan cannot be priced; reopt's best")
+        priced = self.costed(spark_plan)
+        if priced is None:
+            return Verdict(best, False, False, "Spark's own plan cannot run within the limits; reopt's best")
+        threshold = max(self.margin, self.model_error())
+        saving = 1.0 - best.cost / priced.cost if priced.cost > 0 else 0.0
+        if saving > threshold:
+            self._entry(best, False).replaced = _key(priced, True)
+            return Verdict(best, False, True, f"reopt's plan predicted {saving:.0%} cheaper than Spark's own "
+                                              f"(threshold {threshold:.0%})")
+        return Verdict(priced, True, False, f"Spark's own plan kept: reopt's predicted {saving:.0%} cheaper, "
+                                            f"within the model's error ({threshold:.0%})")
+
+    def _switch(self, running_key: str, plan: Plan, spark: bool, why: str) -> Verdict:
+        entry = self._entry(plan, spark)
+        if not entry.ratios:
+            entry.replaced = running_key
+        return Verdict(plan, spark, True, why)
+
+    def summary(self) -> dict:
+        """The model's error on this session: the median |measured / predicted - 1| over every run,
+        and after one scale for the session (what decisions rest on)."""
+        typical = self.session_scale()
+        scaled = [abs(r / typical - 1.0) for rec in self._records.values() for r in rec.ratios] if typical else []
+        return {"runs": len(self.errors),
+                "error": statistics.median(self.errors) if self.errors else None,
+                "error_after_scale": statistics.median(scaled) if scaled else None,
+                "seconds_per_core_s": typical, "plans_measured": sum(bool(r.ratios) for r in self._records.values()),
+                "went_back": self.went_back}
+
+
+def _key(plan: Plan, spark: bool) -> str:
+    return ("spark:" if spark else "") + plan.key()
+
+
+def _label(plan: Plan, spark: bool) -> str:
+    return SPARK_LABEL if spark else f"plan {plan.join_order()}"
+
