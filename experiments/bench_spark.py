@@ -210,8 +210,9 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
 
     adaptive = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings))
     sampled = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), sample=sample_rows)
-    print(f"sampler: {len(sampled.sampler.expressions)} joins measured on {sample_rows:,} rows of each batch; "
-          f"key frequencies of the static tables in {sampled.setup_s:.2f} s", flush=True)
+    print(f"set-up: static joins counted in {adaptive.setup_s:.2f} s; sampler: {len(sampled.sampler.expressions)} "
+          f"joins measured on {sample_rows:,} rows of each batch, key frequencies of the static tables and static "
+          f"joins in {sampled.setup_s:.2f} s", flush=True)
     static = runner(reopt.Optimizer.from_sql(w.sql, w.catalog, settings), adaptive=False)
     spark.sql("create database if not exists cbo")
     for table, frame in w.static.items():
@@ -276,7 +277,7 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
               + f"  (reopt {a.reopt_s * 1e3:.1f} ms{', new plan' if a.changed else ''}; sample "
               f"{p.sample_s * 1e3:.0f} ms{', new plan' if p.changed else ''})  {a.plan}  sampled: {p.plan}", flush=True)
     summary = summarize(records, w.drifts, sampled.setup_s)
-    summary.update(workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order(),
+    summary.update(adaptive_setup_s=adaptive.setup_s, workload=name, static_plan=static.plan.join_order(), hindsight_plan=hindsight.plan.join_order(),
                    model=adaptive.judge.summary(), sampled_model=sampled.judge.summary(),
                    spark_plan_batches=sum(r.spark_plan for r in adaptive.records))
     print(json.dumps(summary, indent=1))

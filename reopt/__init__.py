@@ -16,6 +16,8 @@ from .optimizer import (
     StateFileError,
     StatisticsError,
     UnsupportedSQLError,
+    WeightsFileError,
+    load_weights,
 )
 
 try:
@@ -25,5 +27,6 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 __all__ = [
     "Catalog", "CostWeights", "DeltaStats", "Optimizer", "OptimizerConfig", "OptimizerError", "Plan", "Query",
-    "QueryError", "QueryTooLargeError", "StateFileError", "StatisticsError", "UnsupportedSQLError", "__version__",
+    "QueryError", "QueryTooLargeError", "StateFileError", "StatisticsError", "UnsupportedSQLError", "WeightsFileError",
+    "load_weights", "__version__",
 ]

@@ -67,11 +67,13 @@ def _demo(args: argparse.Namespace) -> int:
             raise
         print("error: reopt demo runs on Spark, which is not installed: pip install 'reopt[spark]'", file=sys.stderr)
         return 2
+    from .optimizer.weights_file import load_weights
     from .spark.demo_plot import plot
     from .spark.drift import WORKLOADS, drift_batches
     from .spark.session import local_session
 
     workload = WORKLOADS[args.workload]
+    weights = None if args.weights is None else load_weights(args.weights)
     sizes = {"batches": args.batches, "rows_per_batch": args.rows, "dimension_keys": args.keys, "seed": args.seed}
     config = dataclasses.replace(workload.config, **{k: v for k, v in sizes.items() if v is not None})
     console = Console() if Console().is_terminal else Console(width=120)
@@ -90,7 +92,7 @@ def _demo(args: argparse.Namespace) -> int:
                 progress.reset(task, total=total, description=phase)
 
             result = compare(spark, config, on_batch=lambda mode, record: progress.advance(task),
-                             optimizer_config=OptimizerConfig.setting(args.pruning), on_phase=on_phase,
+                             optimizer_config=OptimizerConfig.setting(args.pruning, weights), on_phase=on_phase,
                              sample_rows=args.sample_rows)
     finally:
         spark.stop()
@@ -117,6 +119,32 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(f"batch times plotted in {plot(result, args.plot or f'reopt-demo-{workload.name}.png', title, drift_batches(config))}")
     print(result.summary())
     return 0 if result.same_results else 1
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    try:
+        from .spark.calibrate import calibrate
+    except ModuleNotFoundError as exc:
+        if exc.name != "pyspark":
+            raise
+        print("error: reopt calibrate runs on Spark, which is not installed: pip install 'reopt[spark]'",
+              file=sys.stderr)
+        return 2
+    from .optimizer.weights_file import save_weights
+    from .spark.session import local_session
+
+    console = Console() if Console().is_terminal else Console(width=120)
+    console.print(f"Calibrating reopt's cost model on {args.master}: {args.rows:,} events, {args.repeat} rounds.")
+    spark = local_session("reopt-calibrate", master=args.master)
+    try:
+        result = calibrate(spark, rows=args.rows, keys=args.keys, repeat=args.repeat, progress=console.print)
+    finally:
+        spark.stop()
+    console.print(result.table(), highlight=False)
+    path = save_weights(args.out, result.weights, [f.to_dict() for f in result.figures], result.about)
+    console.print(f"wrote {path}; use it with session_weights(spark, \"{path}\"), the session setting "
+                  f"spark.reopt.costWeights={path}, or reopt demo --weights {path}", highlight=False)
+    return 0
 
 
 def _engine_demo(args: argparse.Namespace) -> int:
@@ -315,10 +343,20 @@ def main(argv: list[str] | None = None) -> int:
                            "the batches before it only)")
     demo.add_argument("--plot", metavar="FILE.png", help="where to draw the batch times (default "
                                                          "reopt-demo-WORKLOAD.png in the current folder)")
+    demo.add_argument("--weights", metavar="WEIGHTS.json",
+                      help="cost weights measured by reopt calibrate (default: the built-in ones)")
     demo.add_argument("--pruning", choices=list(PRUNING_SETTINGS), default="goal",
                       help="the optimizer's pruning setting (default goal, the library's: best costs are released "
                            "cheapest first and nothing costlier than the best plan is costed)")
     demo.set_defaults(handler=_demo)
+    calibrate = sub.add_parser("calibrate", help="measure the cost model's weights on this Spark and save them")
+    calibrate.add_argument("--out", required=True, metavar="WEIGHTS.json", help="the weights file to write")
+    calibrate.add_argument("--master", default="local[1]",
+                           help="Spark master (default local[1]: the model's unit is a second of one core)")
+    calibrate.add_argument("--rows", type=_count(10_000), default=1_000_000, help="events probed (default 1000000)")
+    calibrate.add_argument("--keys", type=_count(1_000), default=200_000, help="dimension keys (default 200000)")
+    calibrate.add_argument("--repeat", type=_count(), default=5, help="timed rounds of every probe (default 5)")
+    calibrate.set_defaults(handler=_calibrate)
     engine_demo = sub.add_parser("engine-demo", help="the incremental datalog engine on shortest paths")
     engine_demo.add_argument("--edges", type=_count(), default=10_000, help="edges of the random graph (default 10000)")
     engine_demo.add_argument("--updates", type=_count(0), default=10, help="single-edge weight changes (default 10)")

@@ -148,3 +148,65 @@ def test_an_attached_planned_frame_learns_each_join_s_rows_from_its_executions(s
     assert len(planned.optimizer.catalog.observed) == 5  # Q5 joins six relations
     fresh = reopt.Optimizer(planned.plan.query, planned.optimizer.catalog).optimize()
     assert planned.plan.key() == hook.plan.key() == fresh.key()
+
+
+def test_spark_s_own_plan_is_kept_when_reopt_s_is_not_predicted_cheaper_by_more_than_the_model_error(spark, tables):
+    df = spark.sql(TPCH["Q5"])
+    planned = plan_frame(df, model_error=0.99)
+    assert planned.spark_plan and planned.frame is df
+    assert planned.reason.startswith("Spark's own plan kept: reopt's predicted")
+    joined = [set(planned.plan.query.names(node.expr)) for node in planned.plan.joins()]
+    order = ["customer", "orders", "lineitem", "supplier", "nation", "region"]  # as written: Catalyst keeps it
+    assert joined == [set(order[:n]) for n in range(2, 7)]
+
+
+def test_reopt_s_plan_replaces_spark_s_where_predicted_clearly_cheaper_and_the_reason_says_by_how_much(spark, tables):
+    planned = plan_frame(spark.sql(TPCH["Q5"]), model_error=0.0)
+    assert not planned.spark_plan
+    assert planned.reason.startswith("reopt's plan predicted") and "cheaper than Spark's own" in planned.reason
+
+
+def test_statistics_come_from_parquet_footers_and_a_sample_without_reading_the_inputs_in_full(spark, tables):
+    from reopt.spark import statistics
+
+    statistics._LEARNT.clear()
+    df = tables["lineitem"].where(F.col("l_quantity") > 45).join(
+        tables["orders"], F.col("l_orderkey") == F.col("o_orderkey"))
+    planned = plan_frame(df)
+    assert "Parquet footers and a sample (lineitem, orders)" in planned.reason
+    estimated = planned.optimizer.catalog.table("lineitem").rows
+    exact = tables["lineitem"].where(F.col("l_quantity") > 45).count()
+    assert 0.8 * exact <= estimated <= 1.25 * exact
+    assert planned.optimizer.catalog.table("orders").rows == tables["orders"].count()  # the footers' count
+
+
+def test_a_second_query_over_the_same_inputs_plans_from_what_the_session_learnt_without_a_job(spark, tables):
+    plan_frame(spark.sql(TPCH["Q3"]))
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("reopt-remembered", "planning from memory")
+    try:
+        planned = plan_frame(spark.sql(TPCH["Q3"]))
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert "remembered (customer, orders, lineitem)" in planned.reason
+    assert tracker.getJobIdsForGroup("reopt-remembered") == []
+
+
+def test_statistics_is_estimated_or_exact(spark, tables):
+    with pytest.raises(reopt.OptimizerError, match="statistics is one of estimated, exact, got 'guessed'"):
+        plan_frame(spark.sql(TPCH["Q3"]), statistics="guessed")
+
+
+def test_an_attached_frame_on_spark_s_own_plan_learns_from_its_runs_and_keeps_the_same_rows(spark, tables):
+    df = spark.sql(TPCH["Q10"])
+    planned = plan_frame(df, model_error=0.99)
+    assert planned.spark_plan
+    hook = planned.attach(stage_times=False)
+    try:
+        assert rows(planned.frame) == rows(df)
+        assert hook.wait_for(1)
+    finally:
+        hook.detach()
+    assert (hook.updates, hook.errors) == (1, 0)
+    assert len(planned.optimizer.catalog.observed) == 3  # Q10 joins four relations
+    assert rows(planned.frame) == rows(df)

@@ -4,6 +4,7 @@ stream runner runs one plan per micro-batch with the same results as a static ru
 import pytest
 
 import reopt
+from reopt.optimizer.workloads import TPCH
 from reopt.spark import catalog_from_spark, execute
 from reopt.spark.demo import PHASES, compare, rotation
 from reopt.spark.drift import DriftConfig, query_sql, write_workload
@@ -209,7 +210,7 @@ def test_without_a_sample_a_join_the_plan_stopped_running_keeps_its_old_size(spa
     # batch 0 saw events x d1 large; in phase 1 d1 is the selective one, but no plan runs it first
     # again, so the optimizer never learns it: d0 stays first through the whole phase
     assert partners[:6] == ["d1"] + ["d0"] * 5
-    assert runner.sampler is None and runner.setup_s == 0
+    assert runner.sampler is None
 
 
 @pytest.mark.parametrize("rows", [-1, 2.5, True, "1000"])
@@ -218,3 +219,37 @@ def test_sample_rows_is_a_count_of_rows(spark, workload, rows):
     with pytest.raises(reopt.OptimizerError, match="sample_rows is a number of rows"):
         AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events",
                        sample_rows=rows)
+
+
+def small_runner(spark, workload, **options) -> AdaptiveRunner:
+    static, _batches, catalog = workload
+    return AdaptiveRunner(reopt.Optimizer.from_sql(query_sql(SMALL), catalog), spark, static, "events", **options)
+
+
+def test_the_first_batch_runs_spark_s_own_plan_unless_reopt_s_is_predicted_cheaper_by_the_model_error(spark, workload):
+    batches = workload[1]
+    doubtful, kept = small_runner(spark, workload, model_error=0.99), small_runner(spark, workload, adaptive=False)
+    first = doubtful.run_batch(batches[0], 0)
+    assert first.spark_plan and first.plan.startswith("Spark: ")
+    assert first.why.startswith("Spark's own plan kept")
+    assert sorted(first.result) == sorted(kept.run_batch(batches[0], 0).result)
+
+
+def test_every_batch_s_time_is_set_against_the_model_s_prediction_for_its_plan(spark, workload):
+    runner = small_runner(spark, workload)
+    records = run_partitions(runner, workload[1][:3])
+    assert all(r.model_ratio is not None and r.model_ratio > 0 for r in records)
+    summary = runner.judge.summary()
+    assert summary["runs"] == 3 and summary["seconds_per_core_s"] > 0
+
+
+def test_joins_among_the_static_tables_are_counted_before_the_first_batch(spark, tables):
+    catalog = catalog_from_spark(spark, tables, sql=TPCH["Q5"])
+    static = {name: frame for name, frame in tables.items() if name != "lineitem"}
+    runner = AdaptiveRunner(reopt.Optimizer.from_sql(TPCH["Q5"], catalog), spark, static, "lineitem")
+    observed = runner.optimizer.catalog.observed
+    expected = spark.sql("select count(*) from customer, orders where c_custkey = o_custkey "
+                         "and o_orderdate >= date '1994-01-01' and o_orderdate < date '1995-01-01'").first()[0]
+    assert observed[frozenset(["customer", "orders"])] == expected
+    assert observed and not any("lineitem" in names for names in observed)
+    assert runner.setup_s > 0

@@ -14,7 +14,7 @@ Local cost of each operator (before its runtime cost factor, which multiplies it
 The unit is roughly a second of one core. Widths are bytes as Spark sizes data (compressed where
 it is stored compressed, see ``reopt.spark.statistics``), so the byte weights stand for I/O and
 network; the per-row weights, which dominate on one machine, are what
-``experiments/calibrate_costs.py`` measured on local Spark (rounded): a row costs about 400 ns to
+``reopt calibrate`` (``reopt.spark.calibrate``) measured on local Spark (rounded): a row costs about 400 ns to
 shuffle, 500 ns to broadcast and build, 250 ns to build locally and 100 ns to probe, and Spark's
 radix sort costs a few nanoseconds per row and comparison level.
 
@@ -22,7 +22,7 @@ Spark runs a chain of broadcast hash joins over scanned tables as one pipeline: 
 starts at once, side by side, and the probe side streams through all the hash tables in one stage.
 A join result is broadcast only after the job computing it has finished and its rows are collected
 on the driver; the stages after it wait. ``broadcast_job`` prices that wait, per broadcast of a join
-result: ``calibrate_costs.py`` measured 0.33 s on ``local[1]`` and 0.41 s on ``local[2]`` (one run
+result: ``reopt calibrate`` measured 0.33 s on ``local[1]`` and 0.41 s on ``local[2]`` (one run
 each, on a shared machine), and the default is 0.3 s. It is a wait, not work, so it does not scale with
 the per-row weights. It depends only on the plan's shape, never on statistics, so every cost stays
 monotone in its inputs' costs and rows, which pruning relies on.

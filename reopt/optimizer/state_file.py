@@ -15,14 +15,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog
 from .cost import CostWeights
 from .errors import OptimizerError
+from .files import read_json, write_atomically
 from .plan import Plan, PlanNode
 from .query import Query
 
@@ -44,45 +43,20 @@ def _digest(state: dict) -> str:
 
 
 def write(path: str | Path, state: dict) -> Path:
-    """Write ``state`` in the envelope to ``path``, atomically: a temporary file in the same folder,
-    flushed to disk, then renamed over ``path``."""
+    """Write ``state`` in the envelope to ``path``, atomically (``files.write_atomically``)."""
     path = Path(path)
     text = json.dumps({"format": FORMAT, "version": VERSION, "sha256": _digest(state), "state": state}, indent=1)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        write_atomically(path, text)
     except OSError as exc:
         raise StateFileError(f"cannot save the optimizer's state to {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException as exc:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise StateFileError(f"cannot save the optimizer's state to {path}: {exc.strerror or exc}") from None
-        raise
     return path
 
 
 def read(path: str | Path) -> dict:
     """The state in the file at ``path``, its envelope checked."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StateFileError(f"no saved optimizer state at {path}") from None
-    except OSError as exc:
-        raise StateFileError(f"cannot read the optimizer state {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise StateFileError(f"{path} is not an optimizer state: not UTF-8 text (byte {exc.start})") from None
-    try:
-        envelope = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StateFileError(f"{path} is cut short or not JSON (line {exc.lineno}, column {exc.colno}: "
-                             f"{exc.msg}); it is not a usable optimizer state") from None
+    envelope = read_json(path, StateFileError, "an optimizer state", f"no saved optimizer state at {path}")
     if not isinstance(envelope, dict) or envelope.get("format") != FORMAT:
         raise StateFileError(f"{path} is not a reopt optimizer state (no \"format\": \"{FORMAT}\")")
     if envelope.get("version") != VERSION:

@@ -10,20 +10,20 @@ comes back unchanged, and the log says why.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 
 from ..optimizer.catalog import Catalog
 from ..optimizer.deltas import DeltaStats
-from ..optimizer.errors import QueryTooLargeError
+from ..optimizer.errors import OptimizerError, QueryTooLargeError
 from ..optimizer.optimizer import Optimizer, OptimizerConfig
 from ..optimizer.plan import Plan
 from .catalyst import JoinRegion, NotPlannable, key_column, read_join_region, rebuild
 from .execute import broadcasts_allowed, join_tree
-from .hook import MetricsHook, attach
+from .hook import MetricsHook
 from .metrics import ExecutedNode, executed_tree_of
-from .feedback import DEFAULT_MODEL_ERROR, PlanJudge
+from .feedback import DEFAULT_MODEL_ERROR, PlanJudge, Verdict
 from .session import session_weights
 from .spark_plan import NoSparkPlan, spark_plan
 from .statistics import STATISTICS, region_catalog
@@ -46,6 +46,8 @@ class PlannedFrame:
     region: JoinRegion | None = None
     reason: str | None = None
     spark_plan: bool = False
+    spark_choice: Plan | None = field(default=None, repr=False)  # Spark's own plan as reopt prices it
+    original: DataFrame | None = field(default=None, repr=False)  # the DataFrame as Spark plans it
 
     def reoptimize(self, delta: DeltaStats) -> DataFrame:
         """Apply runtime statistics (relations are named as in ``plan.query``) and return the
@@ -56,12 +58,20 @@ class PlannedFrame:
         return self.frame
 
 
-    def attach(self, stage_times: bool = True) -> MetricsHook:
-        """Feed back every execution of this query's reopt plans (see ``reopt.spark.attach``): each
-        re-optimizes, and ``plan`` and ``frame`` follow the hook's new plan."""
+    def attach(self, stage_times: bool = True, trust_model: bool = False) -> MetricsHook:
+        """Feed back every execution of this query's plans (see ``reopt.spark.attach``): each
+        re-optimizes, and ``plan`` and ``frame`` follow the hook's choice, which may be Spark's own
+        plan (``frame`` is then the DataFrame as Spark planned it)."""
         if self.optimizer is None or self.region is None:
             raise NotPlannable(f"reopt did not plan this DataFrame: {self.reason}")
-        return attach(self.frame.sparkSession, self.optimizer, self._adopt, stage_times, self.region.relation_of)
+        hook = MetricsHook(self.frame.sparkSession, self.optimizer, None, stage_times, self.region.relation_of,
+                           spark_plan=self.spark_choice, runs_spark_plan=self.spark_plan, trust_model=trust_model,
+                           on_choice=self._follow)
+        return hook.attach()
+
+    def _follow(self, verdict: Verdict) -> None:
+        self.plan, self.spark_plan = verdict.plan, verdict.spark
+        self.frame = self.original if verdict.spark else _planned(self.region, verdict.plan)
 
     def _adopt(self, plan: Plan) -> None:
         self.plan, self.spark_plan = plan, False
@@ -96,7 +106,7 @@ def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerC
     Spark's own plan of ``df`` is priced by reopt's model beside reopt's best, and kept
     (``spark_plan=True``) unless reopt's is predicted cheaper by more than ``model_error``."""
     if statistics not in STATISTICS:
-        raise ValueError(f"statistics is one of {', '.join(STATISTICS)}, got {statistics!r}")
+        raise OptimizerError(f"statistics is one of {', '.join(STATISTICS)}, got {statistics!r}")
     try:
         region = read_join_region(df)
     except NotPlannable as exc:
@@ -126,8 +136,8 @@ def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerC
     reason = f"{verdict.why}; statistics: {source}"
     log.info("reopt: %s", reason)
     if verdict.spark:
-        return PlannedFrame(df, verdict.plan, optimizer, region, reason, spark_plan=True)
-    return PlannedFrame(_planned(region, plan), plan, optimizer, region, reason)
+        return PlannedFrame(df, verdict.plan, optimizer, region, reason, True, spark_choice, df)
+    return PlannedFrame(_planned(region, plan), plan, optimizer, region, reason, False, spark_choice, df)
 
 
 def optimize(df: DataFrame, catalog: Catalog | None = None, config: OptimizerConfig | None = None,

@@ -49,7 +49,7 @@ def execute(plan: Plan, tables: Mapping[str, DataFrame], join_strategy: str | No
     if not broadcasts and join_strategy is None and any(n.op == BROADCAST_HASH_JOIN for n in plan.joins()):
         log.warning("the session turns broadcasts off (spark.sql.autoBroadcastJoinThreshold=-1): the plan's "
                     "broadcast hash joins run as sort-merge joins; optimize with session_weights(spark) to plan for it")
-    joined = join_tree(plan.root, query, _renamed_scan(query, tables), _renamed_key, join_strategy, broadcasts)
+    joined = join_tree(plan.root, query, renamed_scan(query, tables), renamed_key, join_strategy, broadcasts)
     return _final_step(query, joined)
 
 
@@ -88,7 +88,7 @@ def filter_condition(query: Query, alias: str) -> Column | None:
     return condition
 
 
-def _renamed_scan(query: Query, tables: Mapping[str, DataFrame]) -> Callable[[str], DataFrame]:
+def renamed_scan(query: Query, tables: Mapping[str, DataFrame]) -> Callable[[str], DataFrame]:
     def scan(alias: str) -> DataFrame:
         frame = renamed_columns(tables[query.table_of(alias)], alias)
         condition = filter_condition(query, alias)
@@ -96,7 +96,7 @@ def _renamed_scan(query: Query, tables: Mapping[str, DataFrame]) -> Callable[[st
     return scan
 
 
-def _renamed_key(ref: ColumnRef) -> Column:
+def renamed_key(ref: ColumnRef) -> Column:
     return F.col(column_name(ref.alias, ref.column))
 
 

@@ -11,12 +11,15 @@ Three parts, used alike by the adaptive runner, the listener hook and ``PlannedF
   error for that plan. Candidates (reopt's best plan, Spark's own plan, the plan running, and every
   plan tried before) are compared on their predicted costs scaled by those ratios, so a plan that
   has run is judged by its own measurements and a plan that has not by what the model's plans
-  measure on this session. A plan replaces the running one only if it is cheaper by more than the
-  model's error (for a plan not yet measured) or the switch margin (for two measured plans). A plan
-  adopted on a prediction is on probation until it has run: if its measured time shows that the
-  plan it replaced would have been cheaper, the judge goes back, and its record says so.
+  measure on this session. A plan replaces the running one only if it is expected cheaper by more
+  than the model's error (for a plan not yet measured: how far the times expected of plans adopted
+  before they ran were off) or than the run-to-run noise and the switch margin (between two
+  measured plans). A plan adopted on a prediction is on probation until it has run: if its measured
+  time shows that the plan it replaced would have been cheaper, the judge goes back, and its record
+  says so.
 
-Measured time is the wall time of the action that ran the plan: what the user waits for.
+Measured time is the wall time of the action that ran the plan: what the user waits for, driver
+waits for broadcasts included (executor time would leave those out).
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ class _Record:
     spark: bool
     ratios: deque = field(default_factory=lambda: deque(maxlen=_KEPT_RATIOS))  # measured s / predicted core-s
     replaced: str | None = None  # on probation: the key of the plan it replaced, until it has run
+    expected_s: float | None = None  # adopted untried: the seconds the judge expected, until it has run
 
     def scale(self) -> float | None:
         return statistics.median(self.ratios) if self.ratios else None
@@ -124,6 +128,9 @@ class PlanJudge:
         self.prior_error = float(model_error)
         self._records: dict[str, _Record] = {}
         self.errors: list[float] = []  # |measured / predicted - 1| of every run, in order
+        # |measured / expected - 1| of each plan adopted before it had run: how far a switch made on
+        # the model's word can be trusted
+        self.prediction_errors: list[float] = []
         self.went_back = 0  # plans taken back after probation
 
     # -- measurements ----------------------------------------------------------------------------
@@ -137,6 +144,9 @@ class PlanJudge:
         if priced is None or priced.cost <= 0 or measured_s <= 0:
             return None
         entry = self._entry(plan, spark)
+        if entry.expected_s is not None:
+            self.prediction_errors.append(abs(measured_s / entry.expected_s - 1.0))
+            entry.expected_s = None
         ratio = measured_s / priced.cost
         entry.ratios.append(ratio)
         self.errors.append(abs(ratio - 1.0))
@@ -155,13 +165,28 @@ class PlanJudge:
         return statistics.median(scales) if scales else None
 
     def model_error(self) -> float:
-        """How far the model is off on relative plan costs: the median distance of the measured plans'
-        scales from the session's, at least the prior while fewer than two plans have run."""
+        """How far the model's word on a plan not yet run can be trusted on this session: the median
+        of the errors of the times expected for the plans adopted before they had run, the prior
+        counted as one of them."""
+        if not self.prediction_errors:
+            return self.prior_error
+        return min(0.9, statistics.median(self.prediction_errors + [self.prior_error]))
+
+    def noise(self) -> float:
+        """How much one plan's time wanders from run to run on this session: the median distance of
+        each measured run from its plan's median, over the plans run at least twice (0 before)."""
+        spread = [abs(r / rec.scale() - 1.0) for rec in self._records.values() if len(rec.ratios) >= 2
+                  for r in rec.ratios]
+        return statistics.median(spread) if spread else 0.0
+
+    def scale_spread(self) -> float | None:
+        """How far the measured plans' scales lie from the session's: the model's error on the
+        relative cost of plans whose statistics were observed (None before two plans have run)."""
         typical = self.session_scale()
         scales = [s for s in (r.scale() for r in self._records.values()) if s is not None]
         if typical is None or len(scales) < 2:
-            return self.prior_error
-        return min(0.9, max(self.margin, statistics.median(abs(s / typical - 1.0) for s in scales)))
+            return None
+        return statistics.median(abs(s / typical - 1.0) for s in scales)
 
     # -- decisions -------------------------------------------------------------------------------
 
@@ -186,7 +211,7 @@ class PlanJudge:
         if running_key not in expected:  # the running plan can no longer run: the cheapest does
             key = min(expected, key=lambda k: expected[k][0])
             cost, plan, spark, _ = expected[key]
-            return self._switch(running_key, plan, spark, "the running plan can no longer run")
+            return self._switch(running_key, plan, spark, cost, "the running plan can no longer run")
         now, running_priced, _, running_measured = expected[running_key]
         entry = self._records.get(running_key)
         on_probation = entry.replaced if entry is not None and entry.ratios else None
@@ -198,17 +223,19 @@ class PlanJudge:
                 winner, cost, plan, spark, measured = key, other_cost, other_plan, other_spark, other_measured
         if winner == running_key:
             return Verdict(running_priced, running_spark, False, "")
-        threshold = self.margin if measured and running_measured else max(self.margin, self.model_error())
+        if measured and running_measured:
+            threshold, source = max((self.margin, "switch margin"), (self.noise(), "run-to-run noise"))
+        else:
+            threshold, source = max((self.margin, "switch margin"), (self.model_error(), "model error"))
         saving = 1.0 - cost / now if now > 0 else 0.0
         if saving <= threshold:
             return Verdict(running_priced, running_spark, False, "")
         basis = "measured" if measured else "predicted"
-        why = (f"{_label(plan, spark)} {basis} {saving:.0%} cheaper than the running plan "
-               f"(threshold {threshold:.0%}, the {'switch margin' if threshold == self.margin else 'model error'})")
+        why = f"{_label(plan, spark)} {basis} {saving:.0%} cheaper than the running plan (threshold {threshold:.0%}, the {source})"
         if winner == on_probation:
             self.went_back += 1
             why = f"going back: the plan on probation ran slower than the plan it replaced; {why}"
-        return self._switch(running_key, plan, spark, why)
+        return self._switch(running_key, plan, spark, cost, why)
 
     def first(self, best: Plan, spark_plan: Plan | None) -> Verdict:
         """The first plan: Spark's own unless reopt's best is predicted cheaper by more than the
@@ -227,10 +254,12 @@ class PlanJudge:
         return Verdict(priced, True, False, f"Spark's own plan kept: reopt's predicted {saving:.0%} cheaper, "
                                             f"within the model's error ({threshold:.0%})")
 
-    def _switch(self, running_key: str, plan: Plan, spark: bool, why: str) -> Verdict:
+    def _switch(self, running_key: str, plan: Plan, spark: bool, expected: float, why: str) -> Verdict:
+        """Adopt ``plan``, expected to cost ``expected`` (seconds once the session's scale is known)."""
         entry = self._entry(plan, spark)
         if not entry.ratios:
             entry.replaced = running_key
+            entry.expected_s = expected if self.session_scale() is not None else None
         return Verdict(plan, spark, True, why)
 
     def summary(self) -> dict:
@@ -241,8 +270,9 @@ class PlanJudge:
         return {"runs": len(self.errors),
                 "error": statistics.median(self.errors) if self.errors else None,
                 "error_after_scale": statistics.median(scaled) if scaled else None,
-                "seconds_per_core_s": typical, "plans_measured": sum(bool(r.ratios) for r in self._records.values()),
-                "went_back": self.went_back}
+                "prediction_error": statistics.median(self.prediction_errors) if self.prediction_errors else None,
+                "model_error": self.model_error(), "noise": self.noise(), "seconds_per_core_s": typical,
+                "plans_measured": sum(bool(r.ratios) for r in self._records.values()), "went_back": self.went_back}
 
 
 def _key(plan: Plan, spark: bool) -> str:

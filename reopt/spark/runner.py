@@ -43,6 +43,7 @@ from .sampling import JoinSampler
 from .spark_plan import NoSparkPlan, alias_owners, spark_plan, spark_sql_frame
 from .stages import StageListener, cost_factor_feedback, stage_operators
 from .state_folder import StateFolder
+from .statistics import static_join_sizes
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,10 @@ class AdaptiveRunner:
     query built from SQL) is a candidate like reopt's: the first batch runs it unless reopt's plan
     is predicted cheaper by more than the model's error, and a plan that then measures slower than
     the plan it replaced is taken back. Join sizes are summarized over recent batches with a
-    ``half_life`` in batches (0: the last batch alone). ``trust_model=True`` leaves decisions to the
+    ``half_life`` in batches (0: the last batch alone). With ``size_static_joins`` (the default), the
+    joins among the static tables alone are counted once before the first batch (``setup_s``;
+    ``statistics.static_join_sizes``), so the stream's skew is credited to the stream's own joins.
+    ``trust_model=True`` leaves decisions to the
     cost model alone: reopt's best plan replaces the running one when predicted cheaper by more
     than ``switch_margin``, Spark's plan is not a candidate and measured times are not consulted.
 
@@ -110,7 +114,7 @@ class AdaptiveRunner:
                  switch_margin: float = DEFAULT_SWITCH_MARGIN, state_dir: str | Path | None = None,
                  reoptimize_every: int = 1, sample_rows: int = 0, spark_plan: bool = True,
                  model_error: float = DEFAULT_MODEL_ERROR, half_life: float = DEFAULT_HALF_LIFE,
-                 trust_model: bool = False):
+                 trust_model: bool = False, size_static_joins: bool = True):
         query = optimizer.query
         tables = {table for _alias, table in query.relations}
         for name in [stream] + ([window[0]] if window else []):
@@ -143,6 +147,14 @@ class AdaptiveRunner:
         self.window = window
         self._recent: deque[tuple[DataFrame, int]] = deque()
         resumed_plan = StateFolder.plan(saved.get("plan"), optimizer)
+        self.setup_s = 0.0  # sizing the static joins and building the sampler, before the first batch
+        if adaptive and size_static_joins and resumed_plan is None:
+            start = time.perf_counter()
+            changing = {table for _alias, table in query.relations if table not in self.static_tables}
+            sizes = static_join_sizes(query, self.static_tables, optimizer.catalog, changing)
+            if len(sizes):
+                optimizer.reoptimize(sizes)
+            self.setup_s += time.perf_counter() - start
         self.plan = resumed_plan or optimizer.optimize()
         self._resumed = resumed_plan is not None
         self.runs_spark_plan = bool(saved.get("spark_plan")) and self._resumed  # Spark's own plan runs
@@ -155,12 +167,11 @@ class AdaptiveRunner:
         self._last_spark = bool(saved.get("last_spark"))  # and whether it ran as Spark's own plan
         self._why = ""  # why self.plan replaced the plan before it
         self.resumed_after: int | None = saved.get("batch")  # the last batch the saved state had seen
-        self.setup_s = 0.0  # building the sampler: the static tables' key frequencies
         self.sampler: JoinSampler | None = None
         if adaptive and sample_rows:
             start = time.perf_counter()
             self.sampler = JoinSampler(query, self.static_tables, stream, rows=sample_rows)
-            self.setup_s = time.perf_counter() - start
+            self.setup_s += time.perf_counter() - start
         self._pending = DeltaStats()  # observations of the batch before, applied with the next sample
         self._stream_rows = optimizer.catalog.table(stream).rows  # the stream's rows in the last batch
 

@@ -10,11 +10,15 @@ cost-based ``CostBasedJoinReorder`` touches a hinted join (both match only joins
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Mapping
 
 from pyspark.sql import SparkSession
 
 from ..optimizer.cost import CostWeights
+from ..optimizer.weights_file import load_weights
+
+WEIGHTS_CONF = "spark.reopt.costWeights"  # a session setting: the weights file every reopt plan uses
 
 
 def local_session(app: str = "reopt", master: str = "local[2]", shuffle_partitions: int = 4,
@@ -36,13 +40,22 @@ def local_session(app: str = "reopt", master: str = "local[2]", shuffle_partitio
 RESERVED_MEMORY = 300 * 1024 * 1024  # bytes of heap Spark's unified memory manager sets aside
 
 
-def session_weights(spark: SparkSession, weights: CostWeights | None = None) -> CostWeights:
-    """``weights`` (default: ``CostWeights()``) with the session's memory limits, so that reopt
-    plans only what can run there: the broadcast threshold (``spark.sql.autoBroadcastJoinThreshold``
-    in bytes; -1, broadcasts off, makes every broadcast of a non-empty input infeasible), the shuffle
-    partitions, and the execution memory one task may hold for a shuffled hash join's table."""
+def session_weights(spark: SparkSession, weights: CostWeights | str | Path | None = None) -> CostWeights:
+    """``weights`` with the session's memory limits, so that reopt plans only what can run there:
+    the broadcast threshold (``spark.sql.autoBroadcastJoinThreshold`` in bytes; -1, broadcasts off,
+    makes every broadcast of a non-empty input infeasible), the shuffle partitions, and the
+    execution memory one task may hold for a shuffled hash join's table.
+
+    ``weights`` is a ``CostWeights``, or the path of a weights file written by ``reopt calibrate``;
+    by default the file named by the session's ``spark.reopt.costWeights`` setting, else
+    ``CostWeights()``. A file that cannot be used raises ``WeightsFileError`` naming it."""
+    if weights is None:
+        configured = spark.conf.get(WEIGHTS_CONF, None)
+        weights = configured or CostWeights()
+    if not isinstance(weights, CostWeights):
+        weights = load_weights(weights)
     threshold = broadcast_threshold(spark)
-    return dataclasses.replace(weights or CostWeights(), broadcast_threshold=float(max(threshold, 0)),
+    return dataclasses.replace(weights, broadcast_threshold=float(max(threshold, 0)),
                                shuffle_partitions=int(spark.conf.get("spark.sql.shuffle.partitions")),
                                hash_build_memory=task_memory(spark))
 

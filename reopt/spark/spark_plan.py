@@ -120,15 +120,13 @@ def _node(tree: ExecutedNode, prop: str, query: Query) -> PlanNode:
         return _enforced(tree, prop, query, mask)
     if tree.strategy not in (BROADCAST_HASH_JOIN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN) or len(tree.children) != 2:
         raise NoSparkPlan(f"Spark runs a {tree.strategy.replace('_', ' ')}, which reopt does not plan")
-    left, right = tree.children
-    if tree.strategy != SORT_MERGE_JOIN and tree.build_right is False:
-        left, right = right, left  # reopt builds the right input
+    left, right = _sides(tree)
     lmask, rmask = query.mask(left.relations), query.mask(right.relations)
     classes = query.join_keys(lmask, rmask)
     if not classes:
         raise NoSparkPlan(f"Spark joins {sorted(left.relations)} with {sorted(right.relations)} without a join key")
     if tree.strategy == BROADCAST_HASH_JOIN:
-        if prop == ANY or _holds(query, lmask, prop):
+        if prop == ANY or prop in _delivered(left, query):  # the streamed side's partitioning passes through
             return _join(BROADCAST_HASH_JOIN, mask, prop, [_node(left, prop, query), _node(right, ANY, query)])
         return _enforced(tree, prop, query, mask)
     key = keys_of(prop) if prop != ANY and keys_of(prop) in classes else classes[0]
@@ -154,7 +152,20 @@ def _join(op: str, mask: int, prop: str, children: list[PlanNode]) -> PlanNode:
     return PlanNode(op, mask, prop, 0.0, 0.0, 0.0, children)
 
 
-def _holds(query: Query, mask: int, prop: str) -> bool:
-    """Whether the relations in ``mask`` hold a column of ``prop``'s key class."""
-    key = keys_of(prop)
-    return any(query.bit(column.alias) & mask for column, cls in query.key_class.items() if cls == key)
+def _sides(tree: ExecutedNode) -> tuple[ExecutedNode, ExecutedNode]:
+    """A join's (streamed, built) inputs as reopt orders them: the build on the right."""
+    left, right = tree.children
+    return (right, left) if tree.strategy != SORT_MERGE_JOIN and tree.build_right is False else (left, right)
+
+
+def _delivered(tree: ExecutedNode, query: Query) -> set[str]:
+    """The properties a subtree's output has without an enforcer above it, as Spark's
+    ``EnsureRequirements`` sees them: it adds an exchange or a sort right below the operator that
+    requires one, unless the input already satisfies it."""
+    if tree.strategy == "scan":
+        return set()
+    left, right = _sides(tree)
+    if tree.strategy == BROADCAST_HASH_JOIN:
+        return _delivered(left, query)
+    key = query.join_keys(query.mask(left.relations), query.mask(right.relations))[0]
+    return {hashed(key)} if tree.strategy == SHUFFLED_HASH_JOIN else {hashed(key), sorted_on(key)}

@@ -22,9 +22,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..optimizer.catalog import Catalog, ColumnStats, TableStats
-from ..optimizer.query import ColumnRef
+from ..optimizer.deltas import DeltaStats
+from ..optimizer.estimate import Estimator
+from ..optimizer.query import ColumnRef, Query
 from ..optimizer.sql import parse_sql
 from .catalyst import JoinRegion, key_column
+from .execute import renamed_key, renamed_scan
 
 # Bytes per value in memory (DataType.defaultSize): each column's share of the stored row.
 _WIDTHS = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.LongType: 8, T.FloatType: 4, T.DoubleType: 8,
@@ -269,3 +272,42 @@ def _frame_of(spark: SparkSession, plan) -> DataFrame:
     dataset = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
     return DataFrame(dataset, spark)
 
+
+
+EXPLOSION = 50  # a join estimated at more than this many times its largest input is not counted
+
+
+def static_join_sizes(query: Query, tables: Mapping[str, DataFrame], catalog: Catalog, changing: set[str],
+                      limit: int = 32) -> DeltaStats:
+    """The true sizes of the joins among tables that do not change from batch to batch, one count
+    job each, so that a stream's skew is never credited to them: every connected set of two or more
+    relations of ``query`` whose tables are not in ``changing``, smallest first, at most ``limit``.
+    A join estimated at more than ``EXPLOSION`` times its largest input (a join on a key with few
+    values, which no good plan runs) keeps its estimate: counting it would take Spark minutes."""
+    estimate = Estimator(query, catalog)
+    static = query.mask(alias for alias, table in query.relations if table not in changing)
+    masks = [m for m in query.connected_subsets() if m & static == m and not query.is_leaf(m)
+             and estimate.rows(m) <= EXPLOSION * max(estimate.rows(query.mask([a])) for a in query.names(m))]
+    masks.sort(key=lambda m: (m.bit_count(), m))
+    sizes = []
+    for mask in masks[:limit]:
+        sizes.append(DeltaStats.cardinality(query.names(mask), max(1, _joined(query, tables, mask).count())))
+    return DeltaStats.batch(sizes)
+
+
+def _joined(query: Query, tables: Mapping[str, DataFrame], mask: int) -> DataFrame:
+    """The join of the relations in ``mask`` with their filters, in an order that follows the join
+    graph (no cross products)."""
+    scan = renamed_scan(query, tables)
+    aliases = query.names(mask)
+    done = query.bit(aliases[0])
+    frame = scan(aliases[0])
+    while done != mask:
+        alias = next(a for a in aliases if not query.bit(a) & done and query.joins_between(done, query.bit(a)))
+        condition = None
+        for p in query.joins_between(done, query.bit(alias)):
+            term = renamed_key(p.left) == renamed_key(p.right)
+            condition = term if condition is None else condition & term
+        frame = frame.join(scan(alias), condition, "inner")
+        done |= query.bit(alias)
+    return frame
