@@ -91,17 +91,38 @@ def test_a_plan_that_measures_slower_than_the_plan_it_replaced_is_taken_back():
     optimizer = q5_optimizer()
     best, spark = optimizer.optimize(), written_order(optimizer)
     judge = PlanJudge(optimizer.costed, model_error=0.0)
-    first = judge.first(best, spark)
-    assert not first.spark
-    spark_cost = optimizer.costed(spark).cost
-    judge.record(spark, True, 2.0 * spark_cost)  # measured before: Spark's plan at 2 s per core-s
-    judge.record(best, False, 3.0 * spark_cost)  # reopt's plan, predicted cheaper, took longer
+    judge.record(spark, True, 2.0, rows=1000)  # Spark's plan, measured on a batch of 1,000 rows
+    adopted = judge.choose(spark, True, best, spark)
+    assert adopted.changed and not adopted.spark  # reopt's, on the model's word
+    judge.record(best, False, 6.0, rows=2000)  # on a batch twice as large: 50% slower per row
     verdict = judge.choose(best, False, best, spark)
     assert verdict.spark and verdict.changed
-    assert verdict.why.startswith("going back: the plan on probation ran slower than the plan it replaced")
+    assert verdict.why.startswith(f"going back: plan {best.join_order()} ran 50% slower per input row than "
+                                  "Spark's own plan, which it replaced")
     assert judge.went_back == 1
-    # measured against measured, it stays put afterwards
-    assert not judge.choose(verdict.plan, True, best, spark).changed
+
+
+def test_a_plan_taken_back_must_win_on_the_model_s_word_again():
+    optimizer = q5_optimizer()
+    best, spark = optimizer.optimize(), written_order(optimizer)
+    judge = PlanJudge(optimizer.costed, model_error=0.0)
+    judge.record(spark, True, 2.0, rows=1000)
+    judge.choose(spark, True, best, spark)
+    judge.record(best, False, 6.0, rows=2000)
+    judge.choose(best, False, best, spark)
+    assert judge.model_error() > 0.5  # the miss counts against the model
+    judge.record(spark, True, 2.0, rows=1000)
+    assert not judge.choose(spark, True, best, spark).changed
+
+
+def test_a_plan_on_probation_that_ran_as_fast_per_row_is_kept():
+    optimizer = q5_optimizer()
+    best, spark = optimizer.optimize(), written_order(optimizer)
+    judge = PlanJudge(optimizer.costed, model_error=0.0)
+    judge.record(spark, True, 2.0, rows=1000)
+    judge.choose(spark, True, best, spark)
+    judge.record(best, False, 1.0, rows=1000)
+    assert judge.choose(best, False, best, spark).changed is False and judge.went_back == 0
 
 
 def test_a_new_best_predicted_cheaper_by_less_than_the_model_error_does_not_replace_the_running_plan():

@@ -63,7 +63,7 @@ def test_the_demo_refuses_a_weights_file_it_cannot_use_before_starting_spark(tmp
     bad = tmp_path / "weights.json"
     bad.write_text(json.dumps({"format": "reopt-cost-weights", "version": 9}))
     assert main(["demo", "--weights", str(bad)]) == 2
-    assert "holds version 9 of the cost weights format" in capsys.readouterr().err
+    assert "holds version 9 of the cost weights file format" in capsys.readouterr().err
 
 
 def test_the_saved_file_is_what_load_reads(calibration, tmp_path):

@@ -30,7 +30,7 @@ def test_a_missing_file_says_how_to_make_one(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ('{"format": "reopt-cost-weights", "version": 1, "weights": {', "cut short or not JSON"),
     ('{"format": "something-else"}', "not a reopt cost weights file"),
-    ('{"format": "reopt-cost-weights", "version": 2, "weights": {}}', "holds version 2"),
+    ('{"format": "reopt-cost-weights", "version": 2, "weights": {}}', "holds version 2 of the cost weights file format"),
     ('{"format": "reopt-cost-weights", "version": 1, "weights": [1, 2]}', 'no "weights" object'),
 ])
 def test_a_file_that_is_not_a_usable_weights_file_is_refused_by_name(tmp_path, text, message):

@@ -43,3 +43,13 @@ def read_json(path: Path, error: type[Exception], what: str, missing: str) -> An
     except json.JSONDecodeError as exc:
         raise error(f"{path} is cut short or not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
                     f"it is not a usable {what.split(' ', 1)[1]}") from None
+
+
+def check_envelope(data: Any, path: Path, error: type[Exception], file_format: str, version: int, kind: str) -> None:
+    """``error`` naming the file unless ``data`` names ``file_format`` at ``version``; ``kind``
+    names the format for a person, as in "optimizer state"."""
+    if not isinstance(data, dict) or data.get("format") != file_format:
+        raise error(f"{path} is not a reopt {kind} (no \"format\": \"{file_format}\")")
+    if data.get("version") != version:
+        raise error(f"{path} holds version {data.get('version')!r} of the {kind} format; "
+                    f"this reopt reads version {version}")

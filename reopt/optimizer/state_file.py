@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .catalog import Catalog
 from .cost import CostWeights
 from .errors import OptimizerError
-from .files import read_json, write_atomically
+from .files import check_envelope, read_json, write_atomically
 from .plan import Plan, PlanNode
 from .query import Query
 
@@ -57,11 +57,7 @@ def read(path: str | Path) -> dict:
     """The state in the file at ``path``, its envelope checked."""
     path = Path(path)
     envelope = read_json(path, StateFileError, "an optimizer state", f"no saved optimizer state at {path}")
-    if not isinstance(envelope, dict) or envelope.get("format") != FORMAT:
-        raise StateFileError(f"{path} is not a reopt optimizer state (no \"format\": \"{FORMAT}\")")
-    if envelope.get("version") != VERSION:
-        raise StateFileError(f"{path} holds version {envelope.get('version')!r} of the optimizer state format; "
-                             f"this reopt reads version {VERSION}")
+    check_envelope(envelope, path, StateFileError, FORMAT, VERSION, "optimizer state")
     state = envelope.get("state")
     if not isinstance(state, dict) or envelope.get("sha256") != _digest(state):
         raise StateFileError(f"{path} was altered or damaged after it was saved (its checksum does not match)")

@@ -18,7 +18,7 @@ from typing import Any
 
 from .cost import CostWeights
 from .errors import OptimizerError
-from .files import read_json, write_atomically
+from .files import check_envelope, read_json, write_atomically
 
 FORMAT = "reopt-cost-weights"
 VERSION = 1
@@ -50,11 +50,7 @@ def load_weights(path: str | Path, base: CostWeights | None = None) -> CostWeigh
     path = Path(path)
     data = read_json(path, WeightsFileError, "a cost weights file",
                      f"no cost weights file at {path} (make one with: reopt calibrate --out {path})")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise WeightsFileError(f"{path} is not a reopt cost weights file (no \"format\": \"{FORMAT}\")")
-    if data.get("version") != VERSION:
-        raise WeightsFileError(f"{path} holds version {data.get('version')!r} of the cost weights format; "
-                               f"this reopt reads version {VERSION}")
+    check_envelope(data, path, WeightsFileError, FORMAT, VERSION, "cost weights file")
     weights = data.get("weights")
     if not isinstance(weights, dict):
         raise WeightsFileError(f"{path} has no \"weights\" object")

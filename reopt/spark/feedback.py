@@ -43,7 +43,7 @@ DEFAULT_SWITCH_MARGIN = 0.05
 # a plan not yet run must be predicted this much cheaper than a measured one to replace it.
 DEFAULT_MODEL_ERROR = 0.10
 DEFAULT_HALF_LIFE = 1.0  # batches: the newest observation of a join counts for half its summary
-_KEPT_RATIOS = 5  # measurements per plan: the median of the last few resists one slow batch
+_KEPT_RATIOS = 3  # measurements per plan: the median of the last few resists one slow batch, and follows drift
 
 
 def observed_delta(tree: ExecutedNode, query: Query, stream: str | None = None) -> DeltaStats:
@@ -58,6 +58,13 @@ def input_rows(tree: ExecutedNode, query: Query, stream: str) -> int | None:
     """The rows the scan of ``stream`` read in an execution, if Spark reported them."""
     aliases = {alias for alias, table in query.relations if table == stream}
     return next((n.rows for n in tree.scans() if n.relations <= aliases and n.rows is not None), None)
+
+
+def scanned_rows(tree: ExecutedNode) -> int | None:
+    """The rows all the scans of an execution read (None if Spark reported none): the size of the
+    data a query without a stream ran over."""
+    rows = [n.rows for n in tree.scans() if n.rows is not None]
+    return sum(rows) if rows else None
 
 
 class ObservedSizes:
@@ -102,8 +109,10 @@ class _Record:
     plan: Plan
     spark: bool
     ratios: deque = field(default_factory=lambda: deque(maxlen=_KEPT_RATIOS))  # measured s / predicted core-s
+    per_row: deque = field(default_factory=lambda: deque(maxlen=_KEPT_RATIOS))  # measured s per input row
     replaced: str | None = None  # on probation: the key of the plan it replaced, until it has run
     expected_s: float | None = None  # adopted untried: the seconds the judge expected, until it has run
+    rejected: bool = False  # taken back after probation: it must win on the model's word again
 
     def scale(self) -> float | None:
         return statistics.median(self.ratios) if self.ratios else None
@@ -135,15 +144,16 @@ class PlanJudge:
 
     # -- measurements ----------------------------------------------------------------------------
 
-    def record(self, plan: Plan, spark: bool, measured_s: float) -> float | None:
+    def record(self, plan: Plan, spark: bool, measured_s: float, rows: float | None = None) -> float | None:
         """Charge ``plan`` (just run, ``spark``: as Spark planned it) the ``measured_s`` seconds it
-        took; the model's prediction is the plan's cost under the current statistics, so call it
-        after the run's observations are applied. Returns measured over predicted (None if the plan
-        cannot be priced)."""
+        took over ``rows`` input rows (the stream's batch; None: unknown); the model's prediction is
+        the plan's cost under the current statistics, so call it after the run's observations are
+        applied. Returns measured over predicted (None if the plan cannot be priced)."""
         priced = self.costed(plan)
         if priced is None or priced.cost <= 0 or measured_s <= 0:
             return None
         entry = self._entry(plan, spark)
+        entry.per_row.append(measured_s / max(1.0, rows or 1.0))
         if entry.expected_s is not None:
             self.prediction_errors.append(abs(measured_s / entry.expected_s - 1.0))
             entry.expected_s = None
@@ -217,13 +227,16 @@ class PlanJudge:
         on_probation = entry.replaced if entry is not None and entry.ratios else None
         if on_probation is not None:
             entry.replaced = None  # it has run: from now on its measurements judge it
+            back = self._probation(entry, self._records.get(on_probation))
+            if back is not None:
+                return back
         winner, cost, plan, spark, measured = running_key, now, running_priced, running_spark, running_measured
         for key, (other_cost, other_plan, other_spark, other_measured) in expected.items():
             if other_cost < cost:
                 winner, cost, plan, spark, measured = key, other_cost, other_plan, other_spark, other_measured
         if winner == running_key:
             return Verdict(running_priced, running_spark, False, "")
-        if measured and running_measured:
+        if measured and running_measured and not self._records[winner].rejected:
             threshold, source = max((self.margin, "switch margin"), (self.noise(), "run-to-run noise"))
         else:
             threshold, source = max((self.margin, "switch margin"), (self.model_error(), "model error"))
@@ -232,10 +245,25 @@ class PlanJudge:
             return Verdict(running_priced, running_spark, False, "")
         basis = "measured" if measured else "predicted"
         why = f"{_label(plan, spark)} {basis} {saving:.0%} cheaper than the running plan (threshold {threshold:.0%}, the {source})"
-        if winner == on_probation:
-            self.went_back += 1
-            why = f"going back: the plan on probation ran slower than the plan it replaced; {why}"
         return self._switch(running_key, plan, spark, cost, why)
+
+    def _probation(self, entry: _Record, replaced: _Record | None) -> Verdict | None:
+        """Back to the plan ``entry`` replaced if, measured per input row, ``entry`` ran slower than
+        it by more than the noise and the margin; None to keep ``entry``."""
+        if replaced is None or not replaced.per_row or not entry.per_row:
+            return None
+        threshold = max(self.margin, self.noise())
+        slower = entry.per_row[-1] / replaced.per_row[-1] - 1.0
+        if slower <= threshold:
+            return None
+        priced = self.costed(replaced.plan)
+        if priced is None:
+            return None
+        self.went_back += 1
+        entry.rejected = True
+        why = (f"going back: {_label(entry.plan, entry.spark)} ran {slower:.0%} slower per input row than "
+               f"{_label(priced, replaced.spark)}, which it replaced (threshold {threshold:.0%})")
+        return Verdict(priced, replaced.spark, True, why)
 
     def first(self, best: Plan, spark_plan: Plan | None) -> Verdict:
         """The first plan: Spark's own unless reopt's best is predicted cheaper by more than the

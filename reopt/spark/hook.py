@@ -39,7 +39,7 @@ from ..optimizer.errors import QueryError
 from ..optimizer.optimizer import Optimizer
 from ..optimizer.plan import Plan
 from .callbacks import JvmObject, jvm_proxy
-from .feedback import DEFAULT_MODEL_ERROR, DEFAULT_SWITCH_MARGIN, PlanJudge, Verdict, observed_delta
+from .feedback import DEFAULT_MODEL_ERROR, DEFAULT_SWITCH_MARGIN, PlanJudge, Verdict, observed_delta, scanned_rows
 from .metrics import describe, executed_tree_of, plan_shape
 from .stages import StageListener, cost_factor_feedback, stage_operators
 from .state_folder import StateFolder
@@ -148,7 +148,7 @@ class MetricsHook:
                 best = self.optimizer.reoptimize(observed_delta(tree, self.optimizer.query))
                 ran, spark = self._chosen.get(describe(tree), (None, False))
                 if ran is not None and not self.trust_model:
-                    self.judge.record(ran, spark, seconds)
+                    self.judge.record(ran, spark, seconds, scanned_rows(tree))
                 self._adopt(self._choose(best))
                 self.updates += 1
                 self._seen.notify_all()

@@ -209,7 +209,8 @@ class AdaptiveRunner:
             best = self.optimizer.reoptimize(feedback)
             if self._unjudged is not None and not self.trust_model:
                 plan, spark, index = self._unjudged
-                self.records[index].model_ratio = self.judge.record(plan, spark, self.records[index].batch_s)
+                record = self.records[index]
+                record.model_ratio = self.judge.record(plan, spark, record.batch_s, record.input_rows)
             self._choose(best)
         self._unjudged = None
         return time.perf_counter() - start, sample_s
@@ -302,7 +303,7 @@ class AdaptiveRunner:
             elif reoptimizing:
                 best = self.optimizer.reoptimize(feedback)
                 if not retried and not self.trust_model:
-                    ratio = self.judge.record(ran_plan, ran_spark, batch_s)
+                    ratio = self.judge.record(ran_plan, ran_spark, batch_s, rows_in)
                 self._choose(best)
             if reoptimizing and self.sampler is None:
                 reopt_s += time.perf_counter() - start
