@@ -24,12 +24,15 @@ file cold, after one untimed warm-up, and all must return the same rows:
   written as tables of database ``cbo`` and analysed (``ANALYZE TABLE ... FOR ALL COLUMNS``; the
   analysis is timed apart).
 
-Prints per batch and per workload the totals, medians, plan changes and re-optimization share, the
-adaptive run's ratios to every other variant, the worst batch against Spark AQE outside the first
+Prints per batch and per workload the totals, medians, plan changes (and per drift) and
+re-optimization share, the model's error as the adaptive runner's judge measured it (median
+|measured / predicted - 1|, before and after one scale for the session), the plans it took back
+and the batches it ran on Spark's own plan, the adaptive run's ratios to every other variant, the worst batch against Spark AQE outside the first
 batch after a drift, and over the workloads run the geometric mean of adaptive over AQE. Keeps the
 records in ``--out`` (``results.py``) and draws one PNG of batch times per workload.
 
-    .venv/bin/python experiments/bench_spark.py [--workload shuffled] [--batches 12] [--sample-rows 1000] [--out DIR]
+    .venv/bin/python experiments/bench_spark.py [--workload shuffled] [--batches 12] [--sample-rows 1000]
+        [--weights WEIGHTS.json] [--out DIR]
 """
 
 from __future__ import annotations
@@ -194,7 +197,7 @@ def prepare(spark, name: str, batches: int | None, work: Path) -> Prepared:
 
 
 def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str, sample_rows: int,
-                 results: Results) -> dict:
+                 results: Results, weights: Path | None = None) -> dict:
     session = WORKLOADS[name].session if name in WORKLOADS else {}
     for key in {key for other in WORKLOADS.values() for key in other.session}:
         spark.conf.unset(key)
@@ -202,7 +205,7 @@ def run_workload(spark, name: str, batches: int | None, work: Path, pruning: str
         spark.conf.set(key, value)
     print(f"\n== workload {name}: {SUMMARIES[name]}")
     w = prepare(spark, name, batches, work)
-    settings = reopt.OptimizerConfig.setting(pruning, session_weights(spark))
+    settings = reopt.OptimizerConfig.setting(pruning, session_weights(spark, weights))
 
     def runner(optimizer: reopt.Optimizer, adaptive: bool = True, sample: int = 0) -> AdaptiveRunner:
         return AdaptiveRunner(optimizer, spark, w.static, w.stream, adaptive=adaptive, window=w.window,
@@ -336,6 +339,7 @@ def main() -> None:
                         help="the optimizer's pruning setting (default goal, as in the demo and the library)")
     parser.add_argument("--sample-rows", type=int, default=DEFAULT_SAMPLE_ROWS,
                         help="rows of each batch the sampled run samples before planning it (default %(default)s)")
+    parser.add_argument("--weights", type=Path, help="cost weights measured by reopt calibrate (default: built-in)")
     Results.option(parser, "bench_spark")
     args = parser.parse_args()
     if args.sample_rows < 1:
@@ -345,7 +349,8 @@ def main() -> None:
     spark = local_session("reopt-bench-spark", master=args.master,
                           extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
     try:
-        runs = {name: run_workload(spark, name, args.batches, work, args.pruning, args.sample_rows, results)
+        runs = {name: run_workload(spark, name, args.batches, work, args.pruning, args.sample_rows, results,
+                                   args.weights)
                 for name in args.workload or SUMMARIES}
     finally:
         spark.stop()

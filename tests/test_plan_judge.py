@@ -138,7 +138,7 @@ def test_a_new_best_predicted_cheaper_by_less_than_the_model_error_does_not_repl
 def test_measured_plans_are_compared_on_their_own_measurements():
     optimizer = q5_optimizer()
     best, spark = optimizer.optimize(), written_order(optimizer)
-    judge = PlanJudge(optimizer.costed, margin=0.05, model_error=0.5)
+    judge = PlanJudge(optimizer.costed, switch_margin=0.05, model_error=0.5)
     judge.record(best, False, 10.0)
     judge.record(spark, True, 1.0)  # predicted dearer, measured ten times faster
     verdict = judge.choose(best, False, best, spark)
@@ -174,7 +174,7 @@ def test_the_spread_of_the_measured_plans_scales_is_the_model_s_error_on_observe
 def test_between_measured_plans_a_switch_must_beat_the_run_to_run_noise():
     optimizer = q5_optimizer()
     best, spark = optimizer.optimize(), written_order(optimizer)
-    judge = PlanJudge(optimizer.costed, margin=0.05)
+    judge = PlanJudge(optimizer.costed, switch_margin=0.05)
     for seconds in (1.0, 1.5):  # the same plan, 50% apart from one run to the next: 1.25 expected
         judge.record(best, False, seconds)
     judge.record(spark, True, 1.1)  # 12% faster than the running plan is expected to be
@@ -185,7 +185,7 @@ def test_between_measured_plans_a_switch_must_beat_the_run_to_run_noise():
     assert verdict.spark and "run-to-run noise" in verdict.why
 
 
-@pytest.mark.parametrize("name, value", [("margin", 1.0), ("margin", -0.1), ("model_error", True),
+@pytest.mark.parametrize("name, value", [("switch_margin", 1.0), ("switch_margin", -0.1), ("model_error", True),
                                          ("model_error", "0.1")])
 def test_a_judge_takes_shares_in_zero_to_one(name, value):
     with pytest.raises(reopt.OptimizerError, match="is a share in"):
@@ -233,3 +233,14 @@ def test_delta_stats_drop_the_cardinalities_asked_for_and_keep_the_rest():
     kept = delta.without_cardinalities([["ORDERS", "customer"]])
     assert kept.to_dict() == [{"cardinality": ["nation", "region"], "rows": 5}, {"table": "orders", "rows": 7}]
     assert math.isclose(kept.cardinalities()[frozenset(["nation", "region"])], 5)
+
+
+def test_a_caller_that_can_measure_runs_spark_s_plan_first_unless_reopt_s_is_predicted_to_halve_it():
+    optimizer = q5_optimizer()
+    best = optimizer.optimize()
+    as_spark_runs_it = plan_of_tree(as_spark_tree(best), optimizer.query)  # the same joins: nothing to gain
+    first = PlanJudge(optimizer.costed).first(best, as_spark_runs_it, measure_first=True)
+    assert first.spark and first.why.startswith("Spark's own plan first, as the measured baseline")
+    written = written_order(optimizer)  # reopt's best is predicted to take a quarter of its time
+    first = PlanJudge(optimizer.costed).first(best, written, measure_first=True)
+    assert not first.spark and first.why.startswith("reopt's plan predicted 75% cheaper")

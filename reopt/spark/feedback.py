@@ -42,7 +42,11 @@ DEFAULT_SWITCH_MARGIN = 0.05
 # The model's error on relative plan costs before any plan has been measured twice on this session:
 # a plan not yet run must be predicted this much cheaper than a measured one to replace it.
 DEFAULT_MODEL_ERROR = 0.10
+# Where reopt's plan is predicted to take less than half the time of Spark's own, it runs at once;
+# otherwise a caller that can measure runs Spark's plan first, as the baseline.
+STRONG_SAVING = 0.5
 DEFAULT_HALF_LIFE = 1.0  # batches: the newest observation of a join counts for half its summary
+_KEPT_ERRORS = 1000  # errors kept for the summary and the model's error
 _KEPT_RATIOS = 3  # measurements per plan: the median of the last few resists one slow batch, and follows drift
 
 
@@ -127,20 +131,22 @@ class PlanJudge:
     ``costed(plan)`` prices a plan under the current statistics (``Optimizer.costed``: None when it
     can no longer run). ``model_error`` is the error assumed before measurements say otherwise."""
 
-    def __init__(self, costed: Callable[[Plan], Plan | None], margin: float = DEFAULT_SWITCH_MARGIN,
+    def __init__(self, costed: Callable[[Plan], Plan | None], switch_margin: float = DEFAULT_SWITCH_MARGIN,
                  model_error: float = DEFAULT_MODEL_ERROR):
-        for name, value in (("switch_margin", margin), ("model_error", model_error)):
+        for name, value in (("switch_margin", switch_margin), ("model_error", model_error)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise OptimizerError(f"{name} is a share in [0, 1), got {value!r}")
         self.costed = costed
-        self.margin = float(margin)
+        self.margin = float(switch_margin)
         self.prior_error = float(model_error)
         self._records: dict[str, _Record] = {}
-        self.errors: list[float] = []  # |measured / predicted - 1| of every run, in order
+        # |measured / predicted - 1| of the last runs; a stream runs for ever, so only the last are kept
+        self.errors: deque[float] = deque(maxlen=_KEPT_ERRORS)
         # |measured / expected - 1| of each plan adopted before it had run: how far a switch made on
         # the model's word can be trusted
-        self.prediction_errors: list[float] = []
+        self.prediction_errors: deque[float] = deque(maxlen=_KEPT_ERRORS)
         self.went_back = 0  # plans taken back after probation
+        self.runs = 0  # runs measured
 
     # -- measurements ----------------------------------------------------------------------------
 
@@ -158,6 +164,7 @@ class PlanJudge:
             self.prediction_errors.append(abs(measured_s / entry.expected_s - 1.0))
             entry.expected_s = None
         ratio = measured_s / priced.cost
+        self.runs += 1
         entry.ratios.append(ratio)
         self.errors.append(abs(ratio - 1.0))
         return ratio
@@ -180,7 +187,7 @@ class PlanJudge:
         counted as one of them."""
         if not self.prediction_errors:
             return self.prior_error
-        return min(0.9, statistics.median(self.prediction_errors + [self.prior_error]))
+        return min(0.9, statistics.median([*self.prediction_errors, self.prior_error]))
 
     def noise(self) -> float:
         """How much one plan's time wanders from run to run on this session: the median distance of
@@ -265,20 +272,26 @@ class PlanJudge:
                f"{_label(priced, replaced.spark)}, which it replaced (threshold {threshold:.0%})")
         return Verdict(priced, replaced.spark, True, why)
 
-    def first(self, best: Plan, spark_plan: Plan | None) -> Verdict:
+    def first(self, best: Plan, spark_plan: Plan | None, measure_first: bool = False) -> Verdict:
         """The first plan: Spark's own unless reopt's best is predicted cheaper by more than the
-        model's error."""
+        model's error. With ``measure_first`` (a caller that will run the query again and can
+        measure), Spark's plan runs first, as the measured baseline reopt's must then beat on
+        probation, unless reopt's is predicted to take less than ``1 - STRONG_SAVING`` of its time:
+        the model is trusted at once only where being wrong by its whole error would still pay."""
         if spark_plan is None:
             return Verdict(best, False, False, "Spark's own plan cannot be priced; reopt's best")
         priced = self.costed(spark_plan)
         if priced is None:
             return Verdict(best, False, False, "Spark's own plan cannot run within the limits; reopt's best")
-        threshold = max(self.margin, self.model_error())
+        threshold = max(self.margin, self.model_error(), STRONG_SAVING if measure_first else 0.0)
         saving = 1.0 - best.cost / priced.cost if priced.cost > 0 else 0.0
         if saving > threshold:
             self._entry(best, False).replaced = _key(priced, True)
             return Verdict(best, False, True, f"reopt's plan predicted {saving:.0%} cheaper than Spark's own "
                                               f"(threshold {threshold:.0%})")
+        if measure_first:
+            return Verdict(priced, True, False, f"Spark's own plan first, as the measured baseline: reopt's "
+                                                f"predicted {saving:.0%} cheaper (at once above {threshold:.0%})")
         return Verdict(priced, True, False, f"Spark's own plan kept: reopt's predicted {saving:.0%} cheaper, "
                                             f"within the model's error ({threshold:.0%})")
 
@@ -295,7 +308,7 @@ class PlanJudge:
         and after one scale for the session (what decisions rest on)."""
         typical = self.session_scale()
         scaled = [abs(r / typical - 1.0) for rec in self._records.values() for r in rec.ratios] if typical else []
-        return {"runs": len(self.errors),
+        return {"runs": self.runs,
                 "error": statistics.median(self.errors) if self.errors else None,
                 "error_after_scale": statistics.median(scaled) if scaled else None,
                 "prediction_error": statistics.median(self.prediction_errors) if self.prediction_errors else None,

@@ -92,9 +92,10 @@ class AdaptiveRunner:
     plan replaces the running one only if it is expected cheaper by more than the model's error
     (``model_error`` until measurements say otherwise) or, between two measured plans, by more than
     ``switch_margin`` (0: any saving). Spark's own plan of the query (``spark_plan=True``, for a
-    query built from SQL) is a candidate like reopt's: the first batch runs it unless reopt's plan
-    is predicted cheaper by more than the model's error, and a plan that then measures slower than
-    the plan it replaced is taken back. Join sizes are summarized over recent batches with a
+    query built from SQL) is a candidate like reopt's: the first batch runs it, as the measured
+    baseline, unless reopt's plan is predicted to take less than half its time
+    (``feedback.STRONG_SAVING``), and a plan that then measures slower than the plan it replaced is
+    taken back. Join sizes are summarized over recent batches with a
     ``half_life`` in batches (0: the last batch alone). With ``size_static_joins`` (the default), the
     joins among the static tables alone are counted once before the first batch (``setup_s``;
     ``statistics.static_join_sizes``), so the stream's skew is credited to the stream's own joins.
@@ -227,7 +228,7 @@ class AdaptiveRunner:
             log.info("Spark's own plan is not a candidate: %s", exc)
         if self._resumed:  # the saved state chose the running plan already
             return
-        verdict = self.judge.first(self.plan, self.spark_plan)
+        verdict = self.judge.first(self.plan, self.spark_plan, measure_first=True)
         self.plan, self.runs_spark_plan = verdict.plan, verdict.spark
         self._why = verdict.why
         log.info("first plan: %s (%.0f ms to read Spark's)", verdict.why, 1e3 * (time.perf_counter() - start))
