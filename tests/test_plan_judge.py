@@ -244,3 +244,30 @@ def test_a_caller_that_can_measure_runs_spark_s_plan_first_unless_reopt_s_is_pre
     written = written_order(optimizer)  # reopt's best is predicted to take a quarter of its time
     first = PlanJudge(optimizer.costed).first(best, written, measure_first=True)
     assert not first.spark and first.why.startswith("reopt's plan predicted 75% cheaper")
+
+
+def test_spark_s_own_plan_is_priced_even_where_reopt_s_limits_say_it_would_not_fit():
+    tight = reopt.OptimizerConfig(weights=reopt.CostWeights(broadcast_threshold=1.0))  # no broadcast fits
+    optimizer = reopt.Optimizer.from_sql(TPCH["Q5"], reopt.Catalog.tpch(scale=1), tight)
+    tree = None
+    for alias in ["customer", "orders", "lineitem", "supplier", "nation", "region"]:
+        scan = ExecutedNode("scan", frozenset([alias]), None)
+        tree = scan if tree is None else ExecutedNode("broadcast_hash_join", tree.relations | scan.relations, None,
+                                                      True, [tree, scan])
+    broadcasts = plan_of_tree(tree, optimizer.query)  # what Spark runs when it deems every input small
+    assert optimizer.costed(broadcasts) is None
+    assert optimizer.costed(broadcasts, within_limits=False).cost > 0
+    first = PlanJudge(optimizer.costed).first(optimizer.optimize(), broadcasts)
+    assert "cannot be priced" not in first.why
+
+
+def test_a_join_spark_reports_with_one_input_is_not_a_candidate_however_deep():
+    optimizer = q5_optimizer()
+    lone = ExecutedNode("sort_merge_join", frozenset(["lineitem", "orders"]), None, None,
+                        [ExecutedNode("scan", frozenset(["lineitem", "orders"]), None)])
+    tree = lone
+    for alias in ["customer", "supplier", "nation", "region"]:
+        scan = ExecutedNode("scan", frozenset([alias]), None)
+        tree = ExecutedNode("broadcast_hash_join", tree.relations | scan.relations, None, True, [tree, scan])
+    with pytest.raises(NoSparkPlan, match="reopt does not plan"):
+        plan_of_tree(tree, optimizer.query)

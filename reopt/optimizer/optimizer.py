@@ -10,7 +10,9 @@ same cost, same plan key, under every pruning setting.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -364,22 +366,26 @@ class Optimizer:
         cannot be used raises ``StateFileError`` naming it."""
         return state_file.optimizer_from_state(state_file.read(path), path, backend)
 
-    def costed(self, plan: Plan) -> Plan | None:
+    def costed(self, plan: Plan, within_limits: bool = True) -> Plan | None:
         """``plan`` (a plan of this optimizer's query) with its rows and costs estimated under the
         current statistics, added up as the rules add them; None if it is infeasible now (a
-        broadcast over the threshold). What a plan chosen earlier costs now."""
+        broadcast over the threshold). What a plan chosen earlier costs now. With
+        ``within_limits=False`` the memory limits are not checked: the price of a plan known to run,
+        such as the one Spark chose itself, where reopt's estimates say it would not fit."""
         if plan.query is not self.query:
             raise OptimizerError("costed() takes a plan of this optimizer's query")
         if not self._loaded:
             self._load()
+        costs = self.costs if within_limits else CostModel(dataclasses.replace(
+            self.costs.w, broadcast_threshold=math.inf, hash_build_memory=math.inf))
 
         def walk(node: PlanNode) -> PlanNode | None:
             children = [walk(child) for child in node.children]
             if None in children:
                 return None
             stats = self._stats_of(node.expr)
-            local = self.costs.local(node.op, stats, *(self._stats_of(c.expr) for c in children),
-                                     factor=self._facts.factors[node.op])
+            local = costs.local(node.op, stats, *(self._stats_of(c.expr) for c in children),
+                                factor=self._facts.factors[node.op])
             if local is None:
                 return None
             total = local

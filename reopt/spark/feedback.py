@@ -128,10 +128,12 @@ SPARK_LABEL = "Spark's own plan"
 class PlanJudge:
     """The switch policy of one query on one session (see the module's docstring).
 
-    ``costed(plan)`` prices a plan under the current statistics (``Optimizer.costed``: None when it
-    can no longer run). ``model_error`` is the error assumed before measurements say otherwise."""
+    ``costed(plan, within_limits)`` prices a plan under the current statistics (``Optimizer.costed``:
+    None when it can no longer run); Spark's own plan is priced without reopt's memory limits, since
+    Spark chose it knowing its own. ``model_error`` is the error assumed before measurements say
+    otherwise."""
 
-    def __init__(self, costed: Callable[[Plan], Plan | None], switch_margin: float = DEFAULT_SWITCH_MARGIN,
+    def __init__(self, costed: Callable[..., Plan | None], switch_margin: float = DEFAULT_SWITCH_MARGIN,
                  model_error: float = DEFAULT_MODEL_ERROR):
         for name, value in (("switch_margin", switch_margin), ("model_error", model_error)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
@@ -155,7 +157,7 @@ class PlanJudge:
         took over ``rows`` input rows (the stream's batch; None: unknown); the model's prediction is
         the plan's cost under the current statistics, so call it after the run's observations are
         applied. Returns measured over predicted (None if the plan cannot be priced)."""
-        priced = self.costed(plan)
+        priced = self._price(plan, spark)
         if priced is None or priced.cost <= 0 or measured_s <= 0:
             return None
         entry = self._entry(plan, spark)
@@ -168,6 +170,9 @@ class PlanJudge:
         entry.ratios.append(ratio)
         self.errors.append(abs(ratio - 1.0))
         return ratio
+
+    def _price(self, plan: Plan, spark: bool) -> Plan | None:
+        return self.costed(plan, within_limits=not spark)
 
     def _entry(self, plan: Plan, spark: bool) -> _Record:
         key = _key(plan, spark)
@@ -219,7 +224,7 @@ class PlanJudge:
             key = _key(plan, spark)
             if key in expected:
                 continue
-            priced = self.costed(plan)
+            priced = self._price(plan, spark)
             if priced is None:
                 continue
             entry = self._records.get(key)
@@ -263,7 +268,7 @@ class PlanJudge:
         slower = entry.per_row[-1] / replaced.per_row[-1] - 1.0
         if slower <= threshold:
             return None
-        priced = self.costed(replaced.plan)
+        priced = self._price(replaced.plan, replaced.spark)
         if priced is None:
             return None
         self.went_back += 1
@@ -280,9 +285,9 @@ class PlanJudge:
         the model is trusted at once only where being wrong by its whole error would still pay."""
         if spark_plan is None:
             return Verdict(best, False, False, "Spark's own plan cannot be priced; reopt's best")
-        priced = self.costed(spark_plan)
+        priced = self._price(spark_plan, True)
         if priced is None:
-            return Verdict(best, False, False, "Spark's own plan cannot run within the limits; reopt's best")
+            return Verdict(best, False, False, "Spark's own plan cannot be priced; reopt's best")
         threshold = max(self.margin, self.model_error(), STRONG_SAVING if measure_first else 0.0)
         saving = 1.0 - best.cost / priced.cost if priced.cost > 0 else 0.0
         if saving > threshold:

@@ -176,8 +176,8 @@ class AdaptiveRunner:
         self._pending = DeltaStats()  # observations of the batch before, applied with the next sample
         self._stream_rows = optimizer.catalog.table(stream).rows  # the stream's rows in the last batch
 
-    def _costed(self, plan: Plan) -> Plan | None:
-        return self.optimizer.costed(plan)
+    def _costed(self, plan: Plan, within_limits: bool = True) -> Plan | None:
+        return self.optimizer.costed(plan, within_limits)
 
     def _window_frame(self, batch: DataFrame) -> DataFrame:
         if not self._recent:

@@ -162,10 +162,12 @@ def _delivered(tree: ExecutedNode, query: Query) -> set[str]:
     """The properties a subtree's output has without an enforcer above it, as Spark's
     ``EnsureRequirements`` sees them: it adds an exchange or a sort right below the operator that
     requires one, unless the input already satisfies it."""
-    if tree.strategy == "scan":
-        return set()
+    if tree.strategy not in (BROADCAST_HASH_JOIN, SHUFFLED_HASH_JOIN, SORT_MERGE_JOIN) or len(tree.children) != 2:
+        return set()  # a scan; or a join reopt does not plan, which ``_node`` refuses
     left, right = _sides(tree)
     if tree.strategy == BROADCAST_HASH_JOIN:
         return _delivered(left, query)
-    key = query.join_keys(query.mask(left.relations), query.mask(right.relations))[0]
-    return {hashed(key)} if tree.strategy == SHUFFLED_HASH_JOIN else {hashed(key), sorted_on(key)}
+    keys = query.join_keys(query.mask(left.relations), query.mask(right.relations))
+    if not keys:
+        return set()
+    return {hashed(keys[0])} if tree.strategy == SHUFFLED_HASH_JOIN else {hashed(keys[0]), sorted_on(keys[0])}
