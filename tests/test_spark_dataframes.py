@@ -210,3 +210,16 @@ def test_an_attached_frame_on_spark_s_own_plan_learns_from_its_runs_and_keeps_th
     assert (hook.updates, hook.errors) == (1, 0)
     assert len(planned.optimizer.catalog.observed) == 3  # Q10 joins four relations
     assert rows(planned.frame) == rows(df)
+
+
+def test_an_input_that_is_a_query_of_its_own_is_left_to_spark_unless_exact_statistics_are_asked_for(spark, tables):
+    df = spark.sql("""select c_name, o_orderkey, sum(l_quantity) from customer, orders, lineitem
+                      where o_orderkey in (select l_orderkey from lineitem group by l_orderkey
+                                           having sum(l_quantity) > 300)
+                        and c_custkey = o_custkey and o_orderkey = l_orderkey
+                      group by c_name, o_orderkey""")
+    planned = plan_frame(df)
+    assert planned.plan is None and planned.frame is df
+    assert "is a query of its own" in planned.reason and "statistics='exact'" in planned.reason
+    counted = plan_frame(df, statistics="exact")
+    assert counted.plan is not None and rows(counted.frame) == rows(df)

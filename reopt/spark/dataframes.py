@@ -26,7 +26,7 @@ from .metrics import ExecutedNode, executed_tree_of
 from .feedback import DEFAULT_MODEL_ERROR, PlanJudge, Verdict
 from .session import session_weights
 from .spark_plan import NoSparkPlan, spark_plan
-from .statistics import STATISTICS, region_catalog
+from .statistics import STATISTICS, NotEstimated, region_catalog
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def plan_frame(df: DataFrame, catalog: Catalog | None = None, config: OptimizerC
         else:
             source = "the catalog given"
         optimizer = Optimizer(region.query, catalog, config)
-    except QueryTooLargeError as exc:
+    except (QueryTooLargeError, NotEstimated) as exc:
         log.info("reopt leaves the DataFrame as Spark planned it: %s", exc)
         return PlannedFrame(df, reason=str(exc))
     plan = optimizer.optimize()

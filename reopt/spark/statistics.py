@@ -131,6 +131,10 @@ def _known_statistics(plan, attributes: Mapping[str, object]) -> tuple[float, di
 
 
 STATISTICS = ("estimated", "exact")
+
+
+class NotEstimated(Exception):
+    """An input's statistics cannot be had without reading it in full; the message names it."""
 SAMPLE_ROWS = 10_000  # rows read from the start of each input to estimate its filters and keys
 
 # What was learnt of each input, for the session: (session, the input's canonical plan hash) ->
@@ -145,7 +149,9 @@ def region_catalog(spark: SparkSession, region: JoinRegion, exact: bool = False)
     with ``spark.sql.cbo.enabled``), else from what this session learnt of the same input before,
     else (``exact=False``) from the Parquet footers' row counts and one job over the first
     ``SAMPLE_ROWS`` rows of every such input at once (``sampled_statistics``), or (``exact=True``, or
-    an input that is not Parquet files) from one aggregation job over the whole input. Widths are
+    a plain input that is not Parquet files) from one aggregation job over the whole input. An input
+    that is a query of its own (a subquery below the joins) raises ``NotEstimated`` unless
+    ``exact``: counting it would run that query in full. Widths are
     in-memory row sizes (``DataType.defaultSize``), what shuffles and broadcasts move."""
     found: dict[str, tuple[float, dict[str, float], str]] = {}
     to_sample: dict[str, float] = {}
@@ -160,11 +166,15 @@ def region_catalog(spark: SparkSession, region: JoinRegion, exact: bool = False)
             found[name] = (rows, ndv, f"{how}, remembered")
         else:
             footer_rows = None if exact else parquet_rows(spark, region.plans[name])
-            if footer_rows is None:
+            if footer_rows is not None:
+                to_sample[name] = footer_rows
+            elif exact or _chain(region.plans[name]) is not None:
                 found[name] = (*_counted(region, name), "counted")
                 _LEARNT[key] = found[name]
             else:
-                to_sample[name] = footer_rows
+                raise NotEstimated(f"input {name} is a query of its own (a subquery or a join Catalyst put below "
+                                   "the joins): estimating it would read it in full; plan with statistics='exact' "
+                                   "to count it")
     if to_sample:
         for name, (rows, ndv) in sampled_statistics(spark, region, to_sample).items():
             found[name] = (rows, ndv, "Parquet footers and a sample")
