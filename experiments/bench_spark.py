@@ -43,7 +43,6 @@ import functools
 import json
 import math
 import statistics
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +55,7 @@ from reopt.optimizer.estimate import Estimator
 from reopt.optimizer.optimizer import PRUNING_SETTINGS
 from reopt.optimizer.query import Query
 from reopt.optimizer.workloads import TPCH
-from reopt.spark import catalog_from_spark, load_tpch, local_session, session_weights
+from reopt.spark import catalog_from_spark, load_tpch, session_weights
 from reopt.spark.demo_plot import LABELS, draw
 from reopt.spark.drift import WORKLOADS, Workload, drift_batches, query_sql, write_workload
 from reopt.spark.linear_road import LinearRoadConfig, phase_shares, segtolls_sql, write_linear_road
@@ -64,6 +63,7 @@ from reopt.spark.skewed_tpch import SkewConfig, write_partitions
 from reopt.spark.runner import AdaptiveRunner
 from reopt.spark.sampling import DEFAULT_SAMPLE_ROWS
 from results import Results
+from spark_work import work_session
 from timing import rotated, timed
 
 VARIANTS = ("adaptive", "sampled", "static", "hindsight", "spark_aqe", "spark_cbo")
@@ -348,9 +348,7 @@ def main() -> None:
     if args.sample_rows < 1:
         parser.error(f"--sample-rows is a number of rows, at least 1, got {args.sample_rows}")
     results = Results.of(args, "bench_spark")
-    work = Path(tempfile.mkdtemp(prefix="reopt-bench-spark-"))
-    spark = local_session("reopt-bench-spark", master=args.master,
-                          extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
+    work, spark = work_session("reopt-bench-spark", args.master)
     try:
         runs = {name: run_workload(spark, name, args.batches, work, args.pruning, args.sample_rows, results,
                                    args.weights)

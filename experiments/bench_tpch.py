@@ -24,15 +24,15 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
 
-from reopt.spark import load_tpch, local_session, plan_frame
+from reopt.spark import load_tpch, plan_frame
 from results import Results
+from spark_work import work_session
 from timing import rotated, timed
 from tpch_queries import QUERIES
 
@@ -140,9 +140,7 @@ def main() -> None:
     if args.runs < 1:
         parser.error(f"--runs is at least 1, got {args.runs}")
     results = Results.of(args, "bench_tpch")
-    work = Path(tempfile.mkdtemp(prefix="reopt-bench-tpch-"))
-    spark = local_session("reopt-bench-tpch", master=args.master,
-                          extra={"spark.sql.warehouse.dir": str(work / "warehouse")})
+    work, spark = work_session("reopt-bench-tpch", args.master)
     try:
         print(f"generating TPC-H at scale {args.scale:g} ...", flush=True)
         tables = load_tpch(spark, args.scale, work / "tpch")

@@ -88,13 +88,7 @@ def test_spark_s_plan_is_kept_unless_reopt_s_is_cheaper_by_more_than_the_model_e
 
 
 def test_a_plan_that_measures_slower_than_the_plan_it_replaced_is_taken_back():
-    optimizer = q5_optimizer()
-    best, spark = optimizer.optimize(), written_order(optimizer)
-    judge = PlanJudge(optimizer.costed, model_error=0.0)
-    judge.record(spark, True, 2.0, rows=1000)  # Spark's plan, measured on a batch of 1,000 rows
-    adopted = judge.choose(spark, True, best, spark)
-    assert adopted.changed and not adopted.spark  # reopt's, on the model's word
-    judge.record(best, False, 6.0, rows=2000)  # on a batch twice as large: 50% slower per row
+    judge, best, spark = on_probation(6.0, 2000)  # on a batch twice as large: 50% slower per row
     verdict = judge.choose(best, False, best, spark)
     assert verdict.spark and verdict.changed
     assert verdict.why.startswith(f"going back: plan {best.join_order()} ran 50% slower per input row than "
@@ -102,13 +96,20 @@ def test_a_plan_that_measures_slower_than_the_plan_it_replaced_is_taken_back():
     assert judge.went_back == 1
 
 
-def test_a_plan_taken_back_must_win_on_the_model_s_word_again():
+def on_probation(best_seconds: float, best_rows: int):
+    """A judge that measured Spark's plan (2 s over 1,000 rows), adopted reopt's best on the model's
+    word, and measured it at ``best_seconds`` over ``best_rows``."""
     optimizer = q5_optimizer()
     best, spark = optimizer.optimize(), written_order(optimizer)
     judge = PlanJudge(optimizer.costed, model_error=0.0)
     judge.record(spark, True, 2.0, rows=1000)
-    judge.choose(spark, True, best, spark)
-    judge.record(best, False, 6.0, rows=2000)
+    assert judge.choose(spark, True, best, spark).changed
+    judge.record(best, False, best_seconds, rows=best_rows)
+    return judge, best, spark
+
+
+def test_a_plan_taken_back_must_win_on_the_model_s_word_again():
+    judge, best, spark = on_probation(6.0, 2000)
     judge.choose(best, False, best, spark)
     assert judge.model_error() > 0.5  # the miss counts against the model
     judge.record(spark, True, 2.0, rows=1000)
@@ -116,12 +117,7 @@ def test_a_plan_taken_back_must_win_on_the_model_s_word_again():
 
 
 def test_a_plan_on_probation_that_ran_as_fast_per_row_is_kept():
-    optimizer = q5_optimizer()
-    best, spark = optimizer.optimize(), written_order(optimizer)
-    judge = PlanJudge(optimizer.costed, model_error=0.0)
-    judge.record(spark, True, 2.0, rows=1000)
-    judge.choose(spark, True, best, spark)
-    judge.record(best, False, 1.0, rows=1000)
+    judge, best, spark = on_probation(1.0, 1000)
     assert judge.choose(best, False, best, spark).changed is False and judge.went_back == 0
 
 
